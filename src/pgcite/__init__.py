@@ -1,0 +1,52 @@
+"""pgcite: grounded retrieval with citations on PostgreSQL + pgvector.
+
+>>> import pgcite
+>>> client = pgcite.connect()                       # embedded PostgreSQL 18 + pgvector
+>>> diary = client.create_collection("pepys")
+>>> diary.ingest(["entries.jsonl"])
+>>> diary.search("the Great Fire", cutoff="1666-12-31").hits[0].id
+"""
+
+from pgcite._client import Client, Collection, connect
+from pgcite._errors import (
+    CollectionExists,
+    CollectionNotFound,
+    ConfigError,
+    DatabaseError,
+    EmbedderError,
+    FilterError,
+    LoadError,
+    PgciteError,
+)
+from pgcite.config import Settings
+from pgcite.embed import Embedder, EmbedderSpec
+from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
+from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Collection",
+    "CollectionExists",
+    "CollectionNotFound",
+    "ConfigError",
+    "DatabaseError",
+    "Document",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderSpec",
+    "FieldMapping",
+    "FilterError",
+    "Filters",
+    "Hit",
+    "IngestReport",
+    "LoadError",
+    "MetadataPredicate",
+    "Overrides",
+    "PgciteError",
+    "SearchResult",
+    "Settings",
+    "Unit",
+    "connect",
+]

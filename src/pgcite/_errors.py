@@ -1,0 +1,59 @@
+"""Errors a user can act on.
+
+Every error pgcite raises on purpose is a :class:`PgciteError` with a one-line message saying what
+is wrong and, where we know it, a ``hint`` saying what to do. The CLI prints both and exits non-zero;
+the HTTP service maps them to 4xx answers.
+"""
+
+from __future__ import annotations
+
+
+class PgciteError(Exception):
+    """Base class: something the user can fix."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class ConfigError(PgciteError):
+    """Bad settings, bad arguments, bad names."""
+
+    exit_code = 2
+
+
+class DatabaseError(PgciteError):
+    """The database cannot be reached or lacks what pgcite needs (pgvector)."""
+
+
+class CollectionNotFound(PgciteError):
+    """The named collection does not exist."""
+
+
+class CollectionExists(PgciteError):
+    """A collection of that name exists already."""
+
+
+class FilterError(PgciteError):
+    """A search filter names an unknown field or has a value of the wrong type."""
+
+    exit_code = 2
+
+
+class EmbedderError(PgciteError):
+    """An embedder cannot be loaded, or does not match the collection."""
+
+
+class LoadError(PgciteError):
+    """A source file cannot be read."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason

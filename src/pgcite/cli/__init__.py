@@ -1,0 +1,41 @@
+"""The ``pgcite`` command line (typer + rich). Every command takes ``--json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pgcite.cli import _collection
+from pgcite.cli._common import set_global
+from pgcite.cli._demo import demo_command
+from pgcite.cli._ingest import ingest_command
+from pgcite.cli._search import search_command
+
+app = typer.Typer(
+    name="pgcite",
+    help="Grounded retrieval with citations on PostgreSQL + pgvector.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(_collection.app, name="collection")
+app.command("ingest")(ingest_command)
+app.command("search")(search_command)
+app.command("demo")(demo_command)
+
+
+@app.callback()
+def _global(
+    data_dir: Annotated[Path | None, typer.Option(
+        envvar="PGCITE_DATA_DIR", help="Where the embedded server keeps its data "
+        "(default: the user data dir).")] = None,
+    database_url: Annotated[str | None, typer.Option(
+        envvar="PGCITE_DATABASE_URL", help="Use this PostgreSQL server (needs pgvector >= 0.8) "
+        "instead of the embedded one.")] = None,
+) -> None:
+    set_global(data_dir, database_url)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,100 @@
+"""`pgcite collection create|list|show|drop`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from pgcite.cli._common import JsonOption, client, console, emit_json, fail, user_errors
+from pgcite.embed._registry import DEFAULT_EMBEDDER, KNOWN
+
+app = typer.Typer(help="Create, list, inspect and drop collections.", no_args_is_help=True)
+
+
+@app.command()
+def create(
+    name: Annotated[str, typer.Argument(help="Lowercase name: a letter, then a-z, 0-9 or _.")],
+    language: Annotated[str, typer.Option(
+        help="PostgreSQL text-search configuration: english, arabic, german, simple (no "
+        "stemming: any language) …")] = "english",
+    embedder: Annotated[str, typer.Option(
+        help="Embedder id: " + "; ".join(f"{k} ({v})" for k, v in KNOWN.items()))
+    ] = DEFAULT_EMBEDDER,
+    halfvec: Annotated[bool, typer.Option(help="Index embeddings as halfvec (half the size).")]
+    = False,
+    chunk_tokens: Annotated[int, typer.Option(
+        help="Chunk budget in the embedder's tokens (capped at the model's max length).")] = 350,
+    persona: Annotated[str | None, typer.Option(
+        help="Author the collection speaks as (answers may say 'I' only for this author).")]
+    = None,
+    json_out: bool = JsonOption,
+) -> None:
+    """Create a collection (its own PostgreSQL schema) with a language and an embedder."""
+    from pgcite.store._collections import CollectionSettings
+
+    with user_errors():
+        extra = CollectionSettings(halfvec=halfvec, chunk_tokens=chunk_tokens,
+                                   persona_author=persona)
+        with client() as c:
+            col = c.create_collection(name, language=language, embedder=embedder, settings=extra)
+    if json_out:
+        emit_json(col.info)
+    else:
+        console.print(f"created collection [bold]{name}[/] ({language}, "
+                      f"{col.info.embedder.model_key}, {col.info.embedder.dim} dims)")
+
+
+@app.command("list")
+def list_(json_out: bool = JsonOption) -> None:
+    """List collections."""
+    with user_errors(), client() as c:
+        infos = c.collections()
+    if json_out:
+        emit_json([i.model_dump(mode="json") for i in infos])
+        return
+    table = Table("name", "language", "embedder", "created")
+    for info in infos:
+        table.add_row(info.name, info.ts_config, info.embedder.model_key,
+                      info.created_at.strftime("%Y-%m-%d %H:%M"))
+    console.print(table if infos else "no collections yet: pgcite collection create NAME")
+
+
+@app.command()
+def show(name: str, json_out: bool = JsonOption) -> None:
+    """Show a collection's settings, embedder and what is live."""
+    with user_errors(), client() as c:
+        col = c.collection(name)
+        stats = col.stats()
+    payload = {**col.info.model_dump(mode="json"), **stats}
+    if json_out:
+        emit_json(payload)
+        return
+    spec = col.info.embedder
+    console.print(f"[bold]{name}[/]  schema {col.info.schema_name}, language {col.info.ts_config}")
+    console.print(f"embedder  {spec.model_key}  dim {spec.dim}  max tokens {spec.max_tokens}"
+                  + (f"  prefixes {spec.query_prefix!r}/{spec.document_prefix!r}"
+                     if spec.query_prefix or spec.document_prefix else ""))
+    live = stats["live"]
+    console.print(f"active snapshot {stats['active_snapshot']}: {live.get('documents', 0)} "
+                  f"documents, {live.get('chunks', 0)} chunks  ({stats['snapshots']} snapshots, "
+                  f"{stats['stored']['chunks']} chunks stored)")
+
+
+@app.command()
+def drop(
+    name: str,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    json_out: bool = JsonOption,
+) -> None:
+    """Drop a collection and everything in it (asks first)."""
+    with user_errors(), client() as c:
+        c.collection(name)  # fails clearly if unknown, before asking
+        if not yes and not typer.confirm(f"Drop collection {name!r} and all its data?"):
+            raise fail("not dropped")
+        c.drop_collection(name)
+    if json_out:
+        emit_json({"dropped": name})
+    else:
+        console.print(f"dropped collection [bold]{name}[/]")

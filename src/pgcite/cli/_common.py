@@ -1,0 +1,73 @@
+"""What every command shares: settings from global options, output as text or --json, and
+turning PgciteError into a one-line message and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from pgcite._errors import PgciteError
+from pgcite.config import Settings
+
+console = Console()
+err_console = Console(stderr=True)
+
+JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+
+_state: dict[str, Any] = {}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def set_global(data_dir: Path | None, database_url: str | None) -> None:
+    _state["data_dir"] = data_dir
+    _state["database_url"] = database_url
+
+
+def settings() -> Settings:
+    overrides: dict[str, Any] = {}
+    if _state.get("data_dir") is not None:
+        overrides["data_dir"] = _state["data_dir"]
+    if _state.get("database_url") is not None:
+        overrides["database_url"] = _state["database_url"]
+    return Settings(**overrides)
+
+
+def client() -> Any:
+    from pgcite._client import Client
+
+    return Client(settings())
+
+
+def emit_json(payload: Any) -> None:
+    if isinstance(payload, BaseModel):
+        text = payload.model_dump_json(indent=2)
+    else:
+        text = json.dumps(payload, indent=2, default=str, ensure_ascii=False)
+    sys.stdout.write(text + "\n")
+
+
+def fail(message: str, hint: str | None = None, code: int = 1) -> typer.Exit:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    if hint:
+        err_console.print(f"[dim]hint:[/] {hint}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn pgcite's own errors into a clear message and exit code (no traceback)."""
+    try:
+        yield
+    except PgciteError as exc:
+        raise fail(exc.message, exc.hint, exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted; nothing half-written is visible (re-run to resume)",
+                   code=130) from None

@@ -1,0 +1,71 @@
+"""`pgcite ingest`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pgcite.cli._common import JsonOption, console, emit_json, err_console, settings, user_errors
+from pgcite.ingest._pipeline import IngestReport
+
+
+def print_report(report: IngestReport) -> None:
+    console.print(
+        f"[bold]{report.collection}[/]: {report.documents} documents "
+        f"({report.new_versions} new or changed, {report.unchanged} unchanged), "
+        f"{report.chunks_added} chunks added, {report.embedded} embedded, {report.cached} from "
+        f"cache, {report.skipped} skipped, {len(report.failed)} failed, {report.seconds:.1f} s"
+    )
+    if report.snapshot_id is not None:
+        state = "active" if report.activated else "built, not active"
+        console.print(f"snapshot {report.snapshot_id} ({state})")
+    else:
+        console.print("nothing changed: no new snapshot")
+    for failure in report.failed:
+        err_console.print(f"[red]failed:[/] {failure.path}: {failure.reason}", highlight=False)
+
+
+def ingest_command(
+    collection: Annotated[str, typer.Argument(help="Collection to ingest into.")],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Files or folders: .jsonl, .txt, .md, .html, .pdf (folders recursively).")],
+    corpus: Annotated[str | None, typer.Option(
+        help="Corpus tier label forced on every document (e.g. A, B, C).")] = None,
+    author: Annotated[str | None, typer.Option(help="Author forced on every document.")] = None,
+    map_: Annotated[list[str] | None, typer.Option(
+        "--map", help="JSONL field mapping FIELD=KEY, e.g. --map title=date_label "
+        "(fields: id, text, title, date, date_end, author, corpus, source, locator).")] = None,
+    corpus_version: Annotated[str | None, typer.Option(
+        help="Label recorded on the chunks and the snapshot, e.g. 2024-06 edition.")] = None,
+    replace: Annotated[bool, typer.Option(
+        help="The new snapshot holds only these documents (default: add to / update the "
+        "live ones).")] = False,
+    activate: Annotated[bool, typer.Option(help="Make the new snapshot live.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    json_out: bool = JsonOption,
+) -> None:
+    """Load, chunk, embed and store documents as a new snapshot of the collection.
+
+    Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
+    changed no snapshot is made. All-or-nothing: an interrupted run leaves the collection as it
+    was, and re-running resumes from the embedding cache. Exits 1 if any file failed.
+    """
+    from pgcite._client import Client
+    from pgcite.ingest._loaders import FieldMapping, Overrides
+
+    with user_errors():
+        mapping = FieldMapping.parse(map_ or [])
+        with Client(settings()) as client:
+            report = client.collection(collection).ingest(
+                paths, mapping=mapping, overrides=Overrides(corpus=corpus, author=author),
+                corpus_version=corpus_version, replace=replace, activate=activate,
+                progress=progress and not json_out,
+            )
+    if json_out:
+        emit_json(report)
+    else:
+        print_report(report)
+    if report.failed:
+        raise typer.Exit(1)

@@ -1,0 +1,91 @@
+"""`pgcite search`."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from pgcite.cli._common import JsonOption, console, emit_json, user_errors
+from pgcite.retrieve._hits import Hit, SearchResult
+
+
+def _excerpt(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _rank(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def print_hits(result: SearchResult, *, explain: bool) -> None:
+    if not result.hits:
+        console.print("no passages match (the filters may exclude everything)")
+    for hit in result.hits:
+        date = hit.date_start.isoformat() if hit.date_start else "undated"
+        console.print(f"[bold]{hit.rank}. \\[{escape(hit.id)}][/]  {date}  "
+                      f"[dim]{escape(hit.citation)}[/]", highlight=False)
+        console.print(f"   {escape(_excerpt(hit.body))}", highlight=False)
+    if explain:
+        _print_explain(result.hits, result.dropped)
+    timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
+    console.print(f"[dim]{result.mode} · snapshot {result.snapshot_id} · "
+                  f"{result.embedding_model} · {timings}[/]")
+
+
+def _print_explain(hits: list[Hit], dropped: list[Hit]) -> None:
+    table = Table("fused", "keyword", "vector", "id", "bm25", "distance", title="explain")
+    for hit in [*hits, *dropped]:
+        table.add_row(
+            str(hit.rank) if hit in hits else "dropped", _rank(hit.keyword_rank),
+            _rank(hit.vector_rank), hit.id,
+            f"{hit.keyword_score:.2f}" if hit.keyword_score is not None else "-",
+            f"{hit.vector_distance:.3f}" if hit.vector_distance is not None else "-",
+        )
+    console.print(table)
+
+
+def search_command(
+    collection: Annotated[str, typer.Argument(help="Collection to search.")],
+    query: Annotated[str, typer.Argument(help="The question or keywords. \"quoted phrases\" "
+                                         "must appear; -word excludes.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 5,
+    mode: Annotated[str, typer.Option(help="keyword, vector or hybrid.")] = "hybrid",
+    cutoff: Annotated[dt.datetime | None, typer.Option(
+        formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
+    = None,
+    corpus: Annotated[list[str] | None, typer.Option(
+        help="Only these corpus tiers (repeatable).")] = None,
+    filter_: Annotated[list[str] | None, typer.Option(
+        "--filter", help="author=X, source=X, or on metadata: key=value, key>=v, key<v, "
+        "key:in=a,b, key:exists (repeatable).")] = None,
+    ordering: Annotated[str, typer.Option(
+        help="score, or corpus (tier A first, then B …).")] = "score",
+    explain: Annotated[bool, typer.Option(
+        help="Show each hit's keyword/vector/fused ranks and what fusion dropped.")] = False,
+    json_out: bool = JsonOption,
+) -> None:
+    """Hybrid (BM25 + vector, RRF) search with hard filters; prints cited passages."""
+    from pgcite._client import Client
+    from pgcite.cli._common import settings
+    from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
+
+    with user_errors(), Client(settings()) as client:
+        col = client.collection(collection)
+        columns, preds = parse_filter_args(filter_ or [])
+        if preds:
+            preds = coerce_predicates(preds, col.active_snapshot().metadata_fields or {})
+        filters = Filters(
+            corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
+            authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
+        )
+        result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
+                            ordering=ordering)  # type: ignore[arg-type]
+    if json_out:
+        emit_json(result)
+    else:
+        print_hits(result, explain=explain)

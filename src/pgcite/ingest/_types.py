@@ -1,0 +1,59 @@
+"""What loaders produce and the chunker consumes.
+
+A :class:`Document` is one source document (a diary entry, a file, a JSONL record) made of one or
+more natural :class:`Unit` s (the entry itself, a Markdown section, a PDF page). Units never share a
+chunk: a chunk belongs to exactly one unit, so it carries exactly one date and one locator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Unit(BaseModel):
+    """A natural unit of a document: the smallest thing that has its own date and locator."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    title: str | None = None
+    locator: str | None = None  # page number, section path, record ordinal …
+    date_start: dt.date | None = None
+    date_end: dt.date | None = None  # = date_start unless the unit covers a range
+
+
+class Document(BaseModel):
+    """One source document with the fields every chunk of it inherits."""
+
+    model_config = ConfigDict(frozen=True)
+
+    document_id: str = Field(min_length=1)
+    source: str  # file name or edition
+    units: list[Unit]
+    title: str | None = None
+    author: str | None = None
+    corpus: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChunkDraft(BaseModel):
+    """A chunk before it is embedded and stored: the unit of citation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str  # stable citation id, e.g. pepys-entry-1666-9-12-a
+    document_id: str
+    ordinal: int  # position within the document, from 0
+    body: str
+    title: str | None
+    locator: str | None
+    date_start: dt.date | None
+    date_end: dt.date | None
+    author: str | None
+    corpus: str | None
+    source: str
+    citation: str  # caption-ready string
+    metadata: dict[str, Any]

@@ -1,0 +1,207 @@
+"""Hard filters, compiled to SQL for both legs. Values are always bound parameters.
+
+A filter on a metadata key the snapshot has never seen, or with a value of a type that key never
+holds, is an error (not an empty result): a typo must not look like "no passages".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any, Literal
+
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pgcite._errors import FilterError
+
+Op = Literal["eq", "in", "lt", "lte", "gt", "gte", "exists"]
+_COMPARE = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+_JSON_TYPE = {bool: "boolean", int: "number", float: "number", str: "string"}
+
+
+class MetadataPredicate(BaseModel):
+    """A predicate on one key of a chunk's ``metadata``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    key: str = Field(min_length=1, max_length=200)
+    op: Op = "eq"
+    value: Any = None
+
+    @field_validator("value")
+    @classmethod
+    def _scalar(cls, value: Any) -> Any:
+        values = value if isinstance(value, list) else [value]
+        for item in values:
+            if item is not None and not isinstance(item, bool | int | float | str):
+                raise ValueError("filter values must be strings, numbers or booleans")
+        return value
+
+
+class Filters(BaseModel):
+    """What a query may see. Every field narrows; none widens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    corpora: list[str] | None = None
+    cutoff: dt.date | None = None  # only chunks whose date_end is on or before it
+    authors: list[str] | None = None
+    sources: list[str] | None = None
+    metadata: list[MetadataPredicate] = Field(default_factory=list, max_length=32)
+
+
+def _json_type(value: Any) -> str:
+    for kind, name in _JSON_TYPE.items():
+        if isinstance(value, kind):
+            return name
+    raise FilterError(f"unsupported filter value {value!r}")
+
+
+def _check_predicate(pred: MetadataPredicate, fields: dict[str, list[str]]) -> None:
+    if pred.key not in fields:
+        known = ", ".join(sorted(fields)) or "(none)"
+        raise FilterError(
+            f"unknown metadata field {pred.key!r}",
+            hint=f"fields in this collection's active snapshot: {known}",
+        )
+    if pred.op == "exists":
+        return
+    values = pred.value if isinstance(pred.value, list) else [pred.value]
+    if pred.op == "in" and not isinstance(pred.value, list):
+        raise FilterError(f"filter {pred.key!r} in: expects a list of values")
+    if pred.op != "in" and isinstance(pred.value, list):
+        raise FilterError(f"filter {pred.key!r} {pred.op}: expects one value, not a list")
+    for value in values:
+        kind = _json_type(value)
+        if kind not in fields[pred.key]:
+            raise FilterError(
+                f"filter {pred.key!r}: value {value!r} is a {kind}, but the field holds "
+                + " or ".join(fields[pred.key]),
+            )
+    if pred.op in _COMPARE and _json_type(values[0]) == "boolean":
+        raise FilterError(f"filter {pred.key!r}: {pred.op} does not apply to booleans")
+
+
+class CompiledFilter:
+    """SQL (over alias ``c``) plus its named parameters."""
+
+    def __init__(self) -> None:
+        self.clauses: list[sql.Composable] = []
+        self.params: dict[str, Any] = {}
+
+    def add(self, clause: str, **params: Any) -> None:
+        names = {key: f"f{len(self.params) + i}" for i, key in enumerate(params)}
+        for key, name in names.items():
+            self.params[name] = params[key]
+        placeholders = {key: sql.Placeholder(name) for key, name in names.items()}
+        self.clauses.append(sql.SQL(clause).format(**placeholders))
+
+    def sql(self) -> sql.Composable:
+        if not self.clauses:
+            return sql.SQL("true")
+        return sql.SQL(" AND ").join(sql.SQL("({})").format(c) for c in self.clauses)
+
+
+def compile_filters(filters: Filters, fields: dict[str, list[str]]) -> CompiledFilter:
+    """Check ``filters`` against the snapshot's metadata fields and compile them."""
+    out = CompiledFilter()
+    if filters.corpora is not None:
+        out.add("c.corpus = ANY({v})", v=filters.corpora)
+    if filters.cutoff is not None:
+        out.add("c.date_end <= {v}", v=filters.cutoff)
+    if filters.authors is not None:
+        out.add("c.author = ANY({v})", v=filters.authors)
+    if filters.sources is not None:
+        out.add("c.source = ANY({v})", v=filters.sources)
+    for pred in filters.metadata:
+        _check_predicate(pred, fields)
+        _compile_predicate(out, pred)
+    return out
+
+
+def _compile_predicate(out: CompiledFilter, pred: MetadataPredicate) -> None:
+    if pred.op == "exists":
+        out.add("c.metadata ? {k}", k=pred.key)
+    elif pred.op == "eq":
+        out.add("c.metadata @> {v}", v=Jsonb({pred.key: pred.value}))
+    elif pred.op == "in":
+        out.add("{vs} @> jsonb_build_array(c.metadata -> {k})", vs=Jsonb(pred.value), k=pred.key)
+    elif isinstance(pred.value, str):
+        out.add(
+            f"CASE WHEN jsonb_typeof(c.metadata -> {{k}}) = 'string'"
+            f" THEN (c.metadata ->> {{k2}}) {_COMPARE[pred.op]} {{v}} ELSE false END",
+            k=pred.key, k2=pred.key, v=pred.value,
+        )
+    else:
+        out.add(
+            f"CASE WHEN jsonb_typeof(c.metadata -> {{k}}) = 'number'"
+            f" THEN (c.metadata ->> {{k2}})::numeric {_COMPARE[pred.op]} {{v}} ELSE false END",
+            k=pred.key, k2=pred.key, v=pred.value,
+        )
+
+
+_FILTER_RE = re.compile(r"^([A-Za-z_][\w.\-]*)\s*(>=|<=|!?=|<|>|:in=|:exists)\s*(.*)$")
+
+
+def _coerce(key: str, text: Any, types: list[str]) -> Any:
+    """A CLI value (always text) as the JSON type the field holds."""
+    if not isinstance(text, str) or "string" in types:
+        return text
+    if "number" in types:
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                return float(text)
+            except ValueError:
+                raise FilterError(f"filter {key!r}: {text!r} is not a number") from None
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def coerce_predicates(
+    preds: list[MetadataPredicate], fields: dict[str, list[str]]
+) -> list[MetadataPredicate]:
+    """Give text values from the command line the type their field holds."""
+    out = []
+    for pred in preds:
+        types = fields.get(pred.key, [])
+        value = pred.value
+        if isinstance(value, list):
+            value = [_coerce(pred.key, v, types) for v in value]
+        elif value is not None:
+            value = _coerce(pred.key, value, types)
+        out.append(pred.model_copy(update={"value": value}))
+    return out
+
+
+def parse_filter_args(items: list[str]) -> tuple[dict[str, list[str]], list[MetadataPredicate]]:
+    """CLI ``--filter`` strings: ``key=value``, ``key>=1665``, ``key:in=a,b``, ``key:exists``.
+
+    ``author=…`` and ``source=…`` go to the column filters; other keys to metadata.
+    """
+    columns: dict[str, list[str]] = {}
+    preds: list[MetadataPredicate] = []
+    ops = {"=": "eq", ">=": "gte", "<=": "lte", "<": "lt", ">": "gt", ":in=": "in",
+           ":exists": "exists"}
+    for item in items:
+        match = _FILTER_RE.match(item.strip())
+        if not match or match[2] == "!=":
+            raise FilterError(
+                f"cannot read filter {item!r}",
+                hint="use key=value, key>=value, key<value, key:in=a,b or key:exists",
+            )
+        key, op, raw = match[1], ops[match[2]], match[3].strip()
+        if key in ("author", "source") and op == "eq":
+            columns.setdefault(key, []).append(raw)
+            continue
+        value: Any = None  # text here; coerce_predicates gives it the field's type
+        if op == "in":
+            value = [part.strip() for part in raw.split(",") if part.strip()]
+        elif op != "exists":
+            value = raw
+        preds.append(MetadataPredicate(key=key, op=op, value=value))  # type: ignore[arg-type]
+    return columns, preds

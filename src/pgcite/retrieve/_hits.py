@@ -1,0 +1,51 @@
+"""What a search returns: passages with their citation ids and how each leg ranked them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Hit(BaseModel):
+    """One passage. ``id`` is the stable citation id to cite it by."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    document_id: str
+    citation: str
+    author: str | None
+    corpus: str | None
+    date_start: dt.date | None
+    date_end: dt.date | None
+    source: str | None
+    locator: str | None
+    title: str | None
+    body: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    score: float = Field(description="fused score (RRF), or the leg's own score in one-leg modes")
+    rank: int = Field(description="1-based rank in the returned list")
+    keyword_rank: int | None = None
+    keyword_score: float | None = Field(default=None, description="BM25 score")
+    vector_rank: int | None = None
+    vector_distance: float | None = Field(default=None, description="cosine distance")
+
+
+class SearchResult(BaseModel):
+    """Hits plus what produced them."""
+
+    query: str
+    mode: str
+    collection: str
+    snapshot_id: int
+    embedding_model: str
+    hits: list[Hit]
+    dropped: list[Hit] = Field(
+        default_factory=list, description="candidates a leg found that fusion ranked below top_k"
+    )
+    confidence: float | None = Field(
+        default=None, description="best cosine similarity among candidates (for abstention)"
+    )
+    timings_ms: dict[str, float] = Field(default_factory=dict)

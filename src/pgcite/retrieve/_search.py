@@ -1,0 +1,136 @@
+"""One search: embed the question, run the hybrid statement, shape the hits."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import numpy as np
+import psycopg
+
+from pgcite._errors import ConfigError, PgciteError
+from pgcite.embed._base import Embedder
+from pgcite.retrieve._filters import Filters, compile_filters
+from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite.retrieve._query_text import parse_query
+from pgcite.retrieve._sql import Mode, build_search_sql
+from pgcite.store._collections import CollectionInfo
+from pgcite.store._snapshots import SnapshotInfo
+
+Ordering = Literal["score", "corpus"]
+MODES = ("keyword", "vector", "hybrid")
+
+
+class SearchOptions:
+    """Tunables with their defaults (documented in docs/retrieval.md)."""
+
+    def __init__(
+        self,
+        *,
+        top_k: int = 5,
+        mode: str = "hybrid",
+        fetch_multiplier: int = 3,
+        rrf_k: int = 60,
+        weights: tuple[float, float] = (1.0, 1.0),
+        ef_search: int = 100,
+        ordering: Ordering = "score",
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"unknown mode {mode!r}", hint="use keyword, vector or hybrid")
+        if not 1 <= top_k <= 1000:
+            raise ConfigError(f"top_k must be between 1 and 1000, not {top_k}")
+        if fetch_multiplier < 1 or rrf_k < 1 or not 1 <= ef_search <= 1000:
+            raise ConfigError("fetch_multiplier and rrf_k must be >= 1, ef_search 1..1000")
+        if ordering not in ("score", "corpus"):
+            raise ConfigError(f"unknown ordering {ordering!r}", hint="use score or corpus")
+        self.top_k = top_k
+        self.mode: Mode = mode  # type: ignore[assignment]
+        self.fetch = max(top_k * fetch_multiplier, top_k)
+        self.rrf_k = rrf_k
+        self.weights = weights
+        self.ef_search = ef_search
+        self.ordering: Ordering = ordering
+
+
+def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
+    score = row["fused"]
+    if mode == "keyword":
+        score = row["kw_score"]
+    elif mode == "vector":
+        score = 1.0 - row["distance"]
+    return Hit(
+        id=row["id"], document_id=row["document_id"], citation=row["citation"],
+        author=row["author"], corpus=row["corpus"], date_start=row["date_start"],
+        date_end=row["date_end"], source=row["source"], locator=row["locator"],
+        title=row["title"], body=row["body"], metadata=row["metadata"] or {},
+        score=float(score), rank=rank,
+        keyword_rank=row["kw_rank"], keyword_score=row["kw_score"],
+        vector_rank=row["vec_rank"], vector_distance=row["distance"],
+    )
+
+
+def _order(rows: list[dict[str, Any]], ordering: Ordering) -> list[dict[str, Any]]:
+    if ordering == "corpus":
+        # Tier order (A, then B, then C …); undated tiers last; score order inside a tier.
+        return sorted(rows, key=lambda r: (r["corpus"] is None, r["corpus"] or ""))
+    return rows
+
+
+def run_search(
+    conn: psycopg.Connection,
+    info: CollectionInfo,
+    snapshot: SnapshotInfo,
+    embedder: Embedder | None,
+    query: str,
+    *,
+    filters: Filters,
+    options: SearchOptions,
+    explain: bool = False,
+    query_vector: np.ndarray | None = None,
+) -> SearchResult:
+    """Search the given snapshot. ``query_vector`` skips embedding (benchmarks reuse vectors)."""
+    if not query.strip():
+        raise ConfigError("the question is empty")
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    compiled = compile_filters(filters, snapshot.metadata_fields or {})
+    parsed = parse_query(query)
+    params: dict[str, Any] = {
+        **compiled.params, "snapshot_id": snapshot.snapshot_id, "fetch": options.fetch,
+        "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
+        "rrf_k": float(options.rrf_k), "w_keyword": float(options.weights[0]),
+        "w_vector": float(options.weights[1]),
+    }
+    if options.mode != "keyword":
+        if query_vector is None:
+            if embedder is None:
+                raise PgciteError("a vector search needs the snapshot's embedder")
+            t0 = time.perf_counter()
+            query_vector = embedder.embed_query(query)
+            timings["embed"] = (time.perf_counter() - t0) * 1000
+        params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
+    statement = build_search_sql(
+        schema=info.schema, ts_config=info.ts_config, model_key=snapshot.embed_model,
+        dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
+        filters=compiled.sql(), constraint=parsed.constraint is not None,
+    )
+    t0 = time.perf_counter()
+    with conn.transaction(), conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        # SET LOCAL: these settings end with the transaction, never leak to the pool.
+        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                    " set_config('hnsw.iterative_scan', 'strict_order', true)",
+                    (str(options.ef_search),))
+        cur.execute(statement, params)
+        rows = cur.fetchall()
+    timings["database"] = (time.perf_counter() - t0) * 1000
+    rows = _order(rows, options.ordering)
+    hits = [_hit(row, i + 1, options.mode) for i, row in enumerate(rows[: options.top_k])]
+    dropped = [_hit(row, i + 1 + options.top_k, options.mode)
+               for i, row in enumerate(rows[options.top_k:])] if explain else []
+    distances = [row["distance"] for row in rows if row["distance"] is not None]
+    timings["total"] = (time.perf_counter() - started) * 1000
+    return SearchResult(
+        query=query, mode=options.mode, collection=info.name, snapshot_id=snapshot.snapshot_id,
+        embedding_model=snapshot.embed_model, hits=hits, dropped=dropped,
+        confidence=(1.0 - min(distances)) if distances else None, timings_ms=timings,
+    )

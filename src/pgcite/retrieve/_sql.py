@@ -1,0 +1,103 @@
+"""The hybrid query: BM25 keyword leg, HNSW vector leg and reciprocal rank fusion in ONE statement.
+
+Both legs apply the same compiled filters inside their own WHERE clause, so nothing outside the
+filters can come back from either, and each leg fetches ``fetch`` candidates. The fused list keeps
+every candidate of either leg (FULL OUTER JOIN); Python cuts it to top_k and keeps the rest for
+``explain``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from psycopg import sql
+
+from pgcite.store._collections import MAX_VECTOR_INDEX_DIM, vector_expression
+
+Mode = Literal["keyword", "vector", "hybrid"]
+
+# BM25 over precomputed postings: sum the weights of the query's terms per chunk. The query is
+# analysed by the same to_tsvector configuration as the documents.
+_KEYWORD = """
+kw_terms AS (
+    SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
+    FROM unnest(to_tsvector({cfg}::regconfig, %(ranking_text)s))
+), kw_scored AS (
+    SELECT p.chunk_pk, sum(p.weight) AS score
+    FROM {s}.postings po CROSS JOIN kw_terms,
+         unnest(po.chunk_pks, po.weights) AS p(chunk_pk, weight)
+    WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
+    GROUP BY p.chunk_pk
+), kw AS (
+    SELECT k.chunk_pk, k.score::float8 AS score,
+           row_number() OVER (ORDER BY k.score DESC, k.chunk_pk) AS rank
+    FROM kw_scored k JOIN {s}.chunks c USING (chunk_pk)
+    WHERE {filters} {constraint}
+    ORDER BY k.score DESC, k.chunk_pk
+    LIMIT %(fetch)s
+)"""
+
+# HNSW: the ORDER BY expression is exactly the partial index's expression, and the model
+# predicate matches the index predicate (as a literal, so every plan can use the index).
+_VECTOR = """
+vec_near AS (
+    SELECT c.chunk_pk, {expr} <=> %(query_vector)s::{vtype}({dim}) AS distance
+    FROM {s}.chunks c
+    WHERE c.embed_model = {model}
+      AND c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
+                           WHERE snapshot_id = %(snapshot_id)s)
+      AND {filters} {constraint}
+    ORDER BY {expr} <=> %(query_vector)s::{vtype}({dim})
+    LIMIT %(fetch)s
+), vec AS (
+    SELECT chunk_pk, distance, row_number() OVER (ORDER BY distance, chunk_pk) AS rank
+    FROM vec_near
+)"""
+
+_EMPTY_KW = "kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank WHERE false)"
+_EMPTY_VEC = "vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance, NULL::bigint AS rank WHERE false)"
+
+_FUSE = """
+SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
+       coalesce(%(w_keyword)s / (%(rrf_k)s + k.rank), 0)
+         + coalesce(%(w_vector)s / (%(rrf_k)s + v.rank), 0) AS fused,
+       k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
+       c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
+       c.source, c.locator, c.title, c.body, c.metadata
+FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
+JOIN {s}.chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
+ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
+"""
+
+
+def build_search_sql(
+    *,
+    schema: sql.Identifier,
+    ts_config: str,
+    model_key: str,
+    dim: int,
+    halfvec: bool,
+    mode: Mode,
+    filters: sql.Composable,
+    constraint: bool,
+) -> sql.Composed:
+    """The statement for one search; values are left as named placeholders."""
+    constraint_sql = sql.SQL(
+        "AND c.tsv @@ websearch_to_tsquery({cfg}::regconfig, %(constraint)s)" if constraint else ""
+    ).format(cfg=sql.Literal(ts_config))
+    vtype = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
+    ctes: list[sql.Composable] = []
+    if mode in ("keyword", "hybrid"):
+        ctes.append(sql.SQL(_KEYWORD).format(
+            s=schema, cfg=sql.Literal(ts_config), filters=filters, constraint=constraint_sql))
+    else:
+        ctes.append(sql.SQL(_EMPTY_KW))
+    if mode in ("vector", "hybrid"):
+        ctes.append(sql.SQL(_VECTOR).format(
+            s=schema, expr=vector_expression(dim, halfvec), vtype=sql.SQL(vtype),
+            dim=sql.Literal(dim), model=sql.Literal(model_key), filters=filters,
+            constraint=constraint_sql))
+    else:
+        ctes.append(sql.SQL(_EMPTY_VEC))
+    return sql.SQL("WITH {ctes} {fuse}").format(
+        ctes=sql.SQL(",").join(ctes), fuse=sql.SQL(_FUSE).format(s=schema))

@@ -1,0 +1,212 @@
+"""The collection registry: one PostgreSQL schema per collection.
+
+A collection name is checked against ``^[a-z][a-z0-9_]{0,47}$`` and reaches SQL only through
+``psycopg.sql.Identifier`` (as part of its schema name ``pgc_<name>``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
+from pgcite.embed._base import EmbedderSpec
+from pgcite.store._migrations import migrate
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
+SCHEMA_PREFIX = "pgc_"
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+MAX_VECTOR_INDEX_DIM = 2000  # pgvector's HNSW limit for vector; halfvec goes to 4000
+
+
+class CollectionSettings(BaseModel):
+    """Per-collection options (stored as jsonb, so new options need no migration)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    halfvec: bool = Field(default=False, description="index embeddings as halfvec (half size)")
+    chunk_tokens: int = Field(default=350, ge=32, le=8192)
+    persona_author: str | None = None
+    golden: str | None = None
+
+
+class CollectionInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    schema_name: str
+    ts_config: str
+    embedder: EmbedderSpec
+    settings: CollectionSettings
+    created_at: dt.datetime
+
+    @property
+    def schema(self) -> sql.Identifier:
+        return sql.Identifier(self.schema_name)
+
+
+def validate_name(name: str) -> str:
+    if not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(
+            f"invalid collection name {name!r}",
+            hint="use 1-48 characters: a lowercase letter, then lowercase letters, digits or _",
+        )
+    return name
+
+
+def _row_to_info(row: tuple[Any, ...]) -> CollectionInfo:
+    name, schema_name, ts_config, embedder, settings, created_at = row
+    return CollectionInfo(
+        name=name,
+        schema_name=schema_name,
+        ts_config=ts_config,
+        embedder=EmbedderSpec.model_validate(embedder),
+        settings=CollectionSettings.model_validate(settings),
+        created_at=created_at,
+    )
+
+
+_SELECT = "SELECT name, schema_name, ts_config, embedder, settings, created_at FROM pgcite.collections"
+
+
+def get_collection(conn: psycopg.Connection, name: str) -> CollectionInfo:
+    validate_name(name)
+    row = conn.execute(_SELECT + " WHERE name = %s", (name,)).fetchone()
+    if row is None:
+        known = [r[0] for r in conn.execute("SELECT name FROM pgcite.collections ORDER BY name")]
+        raise CollectionNotFound(
+            f"no collection named {name!r}",
+            hint=("existing: " + ", ".join(known)) if known else "create one with "
+            "`pgcite collection create NAME`",
+        )
+    return _row_to_info(row)
+
+
+def list_collections(conn: psycopg.Connection) -> list[CollectionInfo]:
+    return [_row_to_info(row) for row in conn.execute(_SELECT + " ORDER BY name")]
+
+
+def check_ts_config(conn: psycopg.Connection, language: str) -> str:
+    configs = [r[0] for r in conn.execute("SELECT cfgname FROM pg_ts_config ORDER BY cfgname")]
+    if language not in configs:
+        raise ConfigError(
+            f"unknown text-search language {language!r}",
+            hint="choose one of: " + ", ".join(configs),
+        )
+    return language
+
+
+def vector_expression(dim: int, halfvec: bool) -> sql.Composable:
+    """The indexed expression: the query's ORDER BY must use exactly the same one."""
+    kind = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
+    return sql.SQL("(embedding::{}({}))").format(sql.SQL(kind), sql.Literal(dim))
+
+
+def vector_opclass(dim: int, halfvec: bool) -> sql.Composable:
+    kind = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
+    return sql.SQL(f"{kind}_cosine_ops")
+
+
+def ensure_vector_index(
+    conn: psycopg.Connection, schema_name: str, spec: EmbedderSpec, halfvec: bool
+) -> None:
+    """An HNSW index (cosine) over this model's embeddings only: a partial index per model lets
+    embeddings of different dimensions live in one table during a model switch."""
+    suffix = hashlib.sha1(spec.model_key.encode()).hexdigest()[:10]
+    conn.execute(
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {name} ON {schema}.chunks USING hnsw ({expr} {ops})"
+            " WITH (m = {m}, ef_construction = {efc}) WHERE embed_model = {model}"
+        ).format(
+            name=sql.Identifier(f"chunks_hnsw_{suffix}"),
+            schema=sql.Identifier(schema_name),
+            expr=vector_expression(spec.dim, halfvec),
+            ops=vector_opclass(spec.dim, halfvec),
+            m=sql.Literal(HNSW_M),
+            efc=sql.Literal(HNSW_EF_CONSTRUCTION),
+            model=sql.Literal(spec.model_key),
+        )
+    )
+
+
+def create_collection(
+    conn: psycopg.Connection,
+    name: str,
+    *,
+    language: str,
+    embedder: EmbedderSpec,
+    settings: CollectionSettings | None = None,
+) -> CollectionInfo:
+    """Register the collection and create its schema, in the caller's transaction."""
+    validate_name(name)
+    check_ts_config(conn, language)
+    settings = settings or CollectionSettings()
+    schema_name = SCHEMA_PREFIX + name
+    row = conn.execute(
+        "INSERT INTO pgcite.collections (name, schema_name, ts_config, embedder, settings)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING"
+        " RETURNING name, schema_name, ts_config, embedder, settings, created_at",
+        (name, schema_name, language, Jsonb(embedder.model_dump()), Jsonb(settings.model_dump())),
+    ).fetchone()
+    if row is None:
+        raise CollectionExists(
+            f"collection {name!r} exists already",
+            hint="ingest into it, or drop it first with `pgcite collection drop`",
+        )
+    migrate(
+        conn,
+        "collection",
+        component=f"collection:{name}",
+        params={"schema": sql.Identifier(schema_name), "tsconfig": sql.Literal(language)},
+    )
+    ensure_vector_index(conn, schema_name, embedder, settings.halfvec)
+    return _row_to_info(row)
+
+
+def drop_collection(conn: psycopg.Connection, name: str) -> None:
+    info = get_collection(conn, name)
+    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(info.schema))
+    conn.execute("DELETE FROM pgcite.collections WHERE name = %s", (name,))
+    conn.execute(
+        "DELETE FROM pgcite.schema_migrations WHERE component = %s", (f"collection:{name}",)
+    )
+
+
+def collection_stats(conn: psycopg.Connection, info: CollectionInfo) -> dict[str, Any]:
+    """Counts for `collection show`: what is live, and what is stored."""
+    query = sql.SQL(
+        """SELECT
+             (SELECT snapshot_id FROM {s}.active),
+             (SELECT count(*) FROM {s}.snapshots),
+             (SELECT count(DISTINCT document_id) FROM {s}.versions),
+             (SELECT count(*) FROM {s}.versions),
+             (SELECT count(*) FROM {s}.chunks)"""
+    ).format(s=info.schema)
+    active, snapshots, documents, versions, chunks = conn.execute(query).fetchone() or (
+        None, 0, 0, 0, 0)
+    live: dict[str, Any] = {}
+    if active is not None:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT n_documents, n_chunks, corpus_version, finalized_at FROM {s}.snapshots"
+                " WHERE snapshot_id = %s"
+            ).format(s=info.schema),
+            (active,),
+        ).fetchone()
+        if row:
+            live = {"documents": row[0], "chunks": row[1], "corpus_version": row[2],
+                    "since": row[3].isoformat() if row[3] else None}
+    return {
+        "active_snapshot": active,
+        "snapshots": snapshots,
+        "live": live,
+        "stored": {"documents": documents, "versions": versions, "chunks": chunks},
+    }

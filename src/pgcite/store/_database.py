@@ -1,0 +1,84 @@
+"""Connecting to PostgreSQL: the embedded server by default, or any server named by URL."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from pgcite._errors import DatabaseError
+from pgcite.config import Settings
+from pgcite.store._migrations import migrate
+from pgcite.store._server import embedded_url
+
+MIN_PGVECTOR = (0, 8)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+class Database:
+    """A PostgreSQL server with pgvector ≥ 0.8 and pgcite's registry schema."""
+
+    def __init__(self, url: str, *, embedded: bool) -> None:
+        self.url = url
+        self.embedded = embedded
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> Database:
+        """Resolve the server (starting the embedded one if needed), check it, migrate it."""
+        settings = settings or Settings()
+        embedded = settings.database_url is None
+        url = embedded_url(settings.data_dir) if embedded else str(settings.database_url)
+        db = cls(url, embedded=embedded)
+        with db.connect(register=False) as conn:
+            db._check_pgvector(conn)
+            migrate(conn, "registry", component="registry")
+        return db
+
+    def connect(self, *, autocommit: bool = False, register: bool = True) -> psycopg.Connection:
+        """A new connection with the pgvector types registered."""
+        try:
+            conn = psycopg.connect(self.url, autocommit=autocommit)
+        except psycopg.OperationalError as exc:
+            where = "the embedded server" if self.embedded else _redact(self.url)
+            raise DatabaseError(
+                f"cannot connect to {where}: {str(exc).strip().splitlines()[0]}",
+                hint="check PGCITE_DATABASE_URL, or unset it to use the embedded server",
+            ) from exc
+        if register:
+            register_vector(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection]:
+        """A connection inside one transaction: committed on success, rolled back on error."""
+        with self.connect() as conn, conn.transaction():
+            yield conn
+
+    def _check_pgvector(self, conn: psycopg.Connection) -> None:
+        row = conn.execute(
+            "SELECT default_version, installed_version FROM pg_available_extensions"
+            " WHERE name = 'vector'"
+        ).fetchone()
+        if row is None:
+            raise DatabaseError(
+                f"pgvector is not installed on {_redact(self.url)}",
+                hint="install pgvector >= 0.8 on that server (e.g. the postgresql-18-pgvector "
+                "package), or unset PGCITE_DATABASE_URL to use the embedded server",
+            )
+        available = row[1] or row[0]
+        if _version_tuple(available) < MIN_PGVECTOR:
+            raise DatabaseError(
+                f"pgvector {available} on {_redact(self.url)} is too old: pgcite needs >= 0.8",
+                hint="ALTER EXTENSION vector UPDATE after upgrading the pgvector package",
+            )
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -55,7 +55,14 @@ def normalize(vectors: npt.ArrayLike) -> Vectors:
     if array.ndim == 1:
         array = array[None, :]
     norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return array / np.where(norms == 0, 1.0, norms)
+    return (array / np.where(norms == 0, 1.0, norms)).astype(np.float32)
+
+
+def as_array(value: Any) -> Vectors:
+    """A pgvector value from the database (``Vector``/``HalfVector`` or ndarray) as float32."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
 
 
 def file_digest(path: Path, *, chunk: int = 1 << 20) -> str:

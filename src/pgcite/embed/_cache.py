@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pgcite.embed._base import Embedder, Vectors, text_sha256
+from pgcite.embed._base import Embedder, Vectors, as_array, text_sha256
 from pgcite.store._database import Database
 
 _LOOKUP_BATCH = 2000
@@ -47,7 +47,7 @@ def embed_with_cache(
                 " WHERE model_key = %s AND text_sha256 = ANY(%s)",
                 (key, unique[start : start + _LOOKUP_BATCH]),
             ).fetchall()
-            found.update((bytes(sha), np.asarray(vec, dtype=np.float32)) for sha, vec in rows)
+            found.update((bytes(sha), as_array(vec)) for sha, vec in rows)
         missing = [i for i, sha in enumerate(shas) if sha not in found]
         # The same text twice in one run is embedded once.
         todo = list({shas[i]: i for i in missing}.values())

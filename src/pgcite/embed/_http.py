@@ -84,7 +84,8 @@ class HttpEmbedder:
         return self._call(list(texts))
 
     def embed_query(self, text: str) -> Vectors:
-        return self._call([text])[0]
+        vector: Vectors = self._call([text])[0]
+        return vector
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1

@@ -47,18 +47,22 @@ class SentenceTransformerEmbedder:
                 f"{folder} is not a sentence-transformers model folder (no config.json)",
                 hint="pass a folder saved with SentenceTransformer.save()",
             )
+        import transformers
         from sentence_transformers import SentenceTransformer
+
+        # count_tokens sees whole units longer than the model's limit on purpose (to split them)
+        transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
         self._model: Any = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self._batch_size = batch_size
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension")
-        dim = get_dim()
+        # renamed in sentence-transformers 6; keep working with older releases
+        get_dim = getattr(self._model, "get_embedding_dimension", None)
+        dim = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
         self.spec = EmbedderSpec(
             id=model_id,
             version=_weights_version(folder),
-            dim=int(dim),
-            max_tokens=int(self._model.max_seq_length),
+            dim=int(dim or 0),
+            max_tokens=int(self._model.max_seq_length or 512),
             query_prefix=query_prefix,
             document_prefix=document_prefix,
         )
@@ -74,7 +78,8 @@ class SentenceTransformerEmbedder:
         return self._encode([self.spec.document_prefix + text for text in texts])
 
     def embed_query(self, text: str) -> Vectors:
-        return self._encode([self.spec.query_prefix + text])[0]
+        vector: Vectors = self._encode([self.spec.query_prefix + text])[0]
+        return vector
 
     def count_tokens(self, text: str) -> int:
         # The model's own tokenizer, without [CLS]/[SEP]: the chunk budget leaves room for those.
@@ -108,7 +113,8 @@ class E5Embedder:
         return normalize(self._model.passage(list(texts)))
 
     def embed_query(self, text: str) -> Vectors:
-        return normalize(self._model.query([text]))[0]
+        vector: Vectors = normalize(self._model.query([text]))[0]
+        return vector
 
     def count_tokens(self, text: str) -> int:
         return int(self._model.token_count(text))

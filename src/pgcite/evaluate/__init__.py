@@ -1,0 +1,76 @@
+"""Evaluation harness: judged queries, ranx metrics, abstention, safety, latency and reports.
+
+Nothing here touches the database. A caller turns each retrieval configuration into a
+:data:`Searcher` (query -> :class:`SearchOutcome`) and calls :func:`evaluate`; or scores an
+existing TREC run file with :func:`score_external_run`. :func:`write_reports` writes
+``results.json``, ``report.md`` and ``report.html``; :func:`compare_results` diffs two results.
+"""
+
+from pgcite.evaluate._abstain import Threshold, abstains, calibrate_threshold, fixed_threshold
+from pgcite.evaluate._driver import Searcher, SearchOutcome, evaluate, score_external_run
+from pgcite.evaluate._golden import GoldenQuery, GoldenSet, load_golden
+from pgcite.evaluate._latency import (
+    DEFAULT_BUDGETS,
+    GOALS,
+    HOUSE_BUDGETS,
+    Budget,
+    BudgetResult,
+    LatencySummary,
+    check_budgets,
+    summarize_latencies,
+)
+from pgcite.evaluate._metrics import QueryScores, metric_names, score_run
+from pgcite.evaluate._report import compare_results, save_runs, write_reports
+from pgcite.evaluate._result import ConfigResult, EvalResult, PassRates, QueryRow, load_result
+from pgcite.evaluate._runs import (
+    Hit,
+    RankedHit,
+    Run,
+    collapse_to_documents,
+    read_trec_run,
+    write_trec_run,
+)
+from pgcite.evaluate._safety import QuerySafety, Safety, SafetyCounts, check_query
+
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "GOALS",
+    "HOUSE_BUDGETS",
+    "Budget",
+    "BudgetResult",
+    "ConfigResult",
+    "EvalResult",
+    "GoldenQuery",
+    "GoldenSet",
+    "Hit",
+    "LatencySummary",
+    "PassRates",
+    "QueryRow",
+    "QueryScores",
+    "QuerySafety",
+    "RankedHit",
+    "Run",
+    "Safety",
+    "SafetyCounts",
+    "SearchOutcome",
+    "Searcher",
+    "Threshold",
+    "abstains",
+    "calibrate_threshold",
+    "check_budgets",
+    "check_query",
+    "collapse_to_documents",
+    "compare_results",
+    "evaluate",
+    "fixed_threshold",
+    "load_golden",
+    "load_result",
+    "metric_names",
+    "read_trec_run",
+    "save_runs",
+    "score_external_run",
+    "score_run",
+    "summarize_latencies",
+    "write_reports",
+    "write_trec_run",
+]

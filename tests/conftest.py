@@ -1,0 +1,43 @@
+"""Fixtures: a real embedded PostgreSQL 18 + pgvector server (never a mock), and the real
+packaged MiniLM model, on small fixtures."""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import pgcite
+from pgcite.config import Settings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DIARY = FIXTURES / "diary" / "entries.jsonl"
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    # Not under pytest's tmp dir: the server runs as another OS user when tests run as root and
+    # must reach its data dir until it stops at exit. atexit runs LIFO, so registering the
+    # removal first makes it run after the server's own stop handler.
+    data_dir = Path(tempfile.mkdtemp(prefix="pgcite-test-"))
+    atexit.register(shutil.rmtree, data_dir, True)
+    return Settings(data_dir=data_dir, database_url=None)
+
+
+@pytest.fixture(scope="session")
+def client(settings: Settings) -> Iterator[pgcite.Client]:
+    with pgcite.Client(settings) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def diary(client: pgcite.Client) -> pgcite.Collection:
+    """The small diary fixture, ingested once: three corpora, dates, an undated note."""
+    col = client.create_collection("diary_fixture")
+    report = col.ingest([DIARY])
+    assert not report.failed and report.activated
+    return col

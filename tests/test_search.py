@@ -1,0 +1,212 @@
+"""Hybrid search against the real server: legs, fusion, filters, explain, index use."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+
+import pgcite
+from pgcite.retrieve import Filters, MetadataPredicate
+
+MODES = ["keyword", "vector", "hybrid"]
+
+
+def test_hits_carry_citations_and_both_legs(diary: pgcite.Collection) -> None:
+    result = diary.search("Where did Pepys bury his Parmazan cheese during the fire?", top_k=3)
+    assert result.hits and result.hits[0].id.startswith("d-1666-09-04-")
+    top = result.hits[0]
+    assert top.citation and top.author == "Samuel Pepys" and top.corpus == "A"
+    assert top.keyword_rank is not None and top.vector_rank is not None
+    assert top.vector_distance is not None and 0 <= top.vector_distance <= 2
+    assert [h.rank for h in result.hits] == [1, 2, 3]
+    assert result.snapshot_id == diary.active_snapshot().snapshot_id
+    assert result.embedding_model == diary.info.embedder.model_key
+    assert {"embed", "database", "total"} <= set(result.timings_ms)
+
+
+def test_keyword_leg_finds_rare_exact_term(diary: pgcite.Collection) -> None:
+    result = diary.search("Scheveling", mode="keyword", top_k=3)
+    assert [h.document_id for h in result.hits] == ["d-1660-03-15"]
+    assert result.hits[0].vector_rank is None
+
+
+def test_quoted_phrase_is_required(diary: pgcite.Collection) -> None:
+    result = diary.search('"Pudding Lane" fire', mode="hybrid", top_k=5)
+    assert [h.document_id for h in result.hits] == ["d-1666-09-02"]
+    excluded = diary.search("fire -cheese", mode="hybrid", top_k=10)
+    assert excluded.hits and all("cheese" not in h.body.lower() for h in excluded.hits)
+
+
+def test_rrf_scores_follow_the_formula(diary: pgcite.Collection) -> None:
+    result = diary.search("the plague in London", top_k=5, explain=True)
+    for hit in [*result.hits, *result.dropped]:
+        expected = sum(1 / (60 + r) for r in (hit.keyword_rank, hit.vector_rank) if r)
+        assert math.isclose(hit.score, expected, rel_tol=1e-9)
+    scores = [h.score for h in result.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert result.dropped  # explain shows what fusion left out
+    assert all(d.rank > 5 for d in result.dropped)
+
+
+def test_one_leg_hits_still_count(diary: pgcite.Collection) -> None:
+    # 'Medway' appears once: keyword finds it; a leg-only hit must survive the FULL OUTER JOIN
+    result = diary.search("Medway", top_k=10)
+    medway = [h for h in result.hits if h.document_id == "d-1667-06-12"]
+    assert medway and medway[0].keyword_rank == 1
+
+
+def test_corpus_ordering_groups_tiers(diary: pgcite.Collection) -> None:
+    result = diary.search("cheese buried in the garden during the fire", top_k=6,
+                          ordering="corpus")
+    tiers = [h.corpus or "~" for h in result.hits]
+    assert tiers == sorted(tiers)
+
+
+def test_cutoff_and_corpora_filters(diary: pgcite.Collection) -> None:
+    cutoff = dt.date(1663, 12, 31)
+    for mode in MODES:
+        result = diary.search("the King at sea", mode=mode, top_k=20, cutoff=cutoff)
+        assert result.hits
+        assert all(h.date_end is not None and h.date_end <= cutoff for h in result.hits)
+        b_only = diary.search("fire", mode=mode, top_k=20, corpora=["B"])
+        assert b_only.hits and {h.corpus for h in b_only.hits} == {"B"}
+
+
+def test_empty_result_is_normal(diary: pgcite.Collection) -> None:
+    result = diary.search("fire", cutoff=dt.date(1600, 1, 1))
+    assert result.hits == []
+
+
+def test_metadata_filters(diary: pgcite.Collection) -> None:
+    eq = diary.search("day", top_k=20, metadata=[MetadataPredicate(key="place", value="Sea")])
+    assert {h.document_id for h in eq.hits} == {"d-1660-03-15"}
+    lt = diary.search("day", top_k=20, metadata=[MetadataPredicate(key="year", op="lt", value=1662)])
+    assert lt.hits and all(h.metadata["year"] < 1662 for h in lt.hits)
+    within = diary.search("day", top_k=20, metadata=[
+        MetadataPredicate(key="weather", op="in", value=["hot", "cold"])])
+    assert {h.document_id for h in within.hits} == {"d-1660-01-01", "d-1665-06-07"}
+    has = diary.search("day", top_k=20, metadata=[MetadataPredicate(key="weather", op="exists")])
+    assert {h.document_id for h in has.hits} == {"d-1660-01-01", "d-1665-06-07"}
+
+
+def test_bad_filters_are_errors_not_empty_results(diary: pgcite.Collection) -> None:
+    with pytest.raises(pgcite.FilterError, match="unknown metadata field 'yeer'"):
+        diary.search("x", metadata=[MetadataPredicate(key="yeer", value=1660)])
+    with pytest.raises(pgcite.FilterError, match="is a string"):
+        diary.search("x", metadata=[MetadataPredicate(key="year", value="1660")])
+    with pytest.raises(pgcite.ConfigError):
+        diary.search("x", mode="fuzzy")
+
+
+def test_filter_values_are_parameters_not_sql(diary: pgcite.Collection) -> None:
+    evil = "A'); DROP SCHEMA pgc_diary_fixture CASCADE; --"
+    assert diary.search("fire", corpora=[evil]).hits == []
+    assert diary.search("fire").hits  # still there
+
+
+def test_vector_leg_uses_the_hnsw_index(diary: pgcite.Collection) -> None:
+    from pgcite.retrieve._search import SearchOptions
+    from pgcite.retrieve._sql import build_search_sql
+
+    snap = diary.active_snapshot()
+    statement = build_search_sql(
+        schema=diary.info.schema_id, ts_config="english", model_key=snap.embed_model, dim=384,
+        halfvec=False, mode="vector", filters=sql.SQL("true"), constraint=False)
+    params = {"snapshot_id": snap.snapshot_id, "fetch": SearchOptions().fetch, "ranking_text": "",
+              "constraint": None, "rrf_k": 60.0, "w_keyword": 1.0, "w_vector": 1.0,
+              "query_vector": np.ones(384, dtype=np.float32)}
+    with diary.client.connection() as conn, conn.transaction():
+        conn.execute("SET LOCAL enable_seqscan = off")  # tiny table: make the planner show
+        plan = "\n".join(r[0] for r in conn.execute(
+            sql.SQL("EXPLAIN (ANALYZE) {}").format(statement), params))
+    assert "chunks_hnsw_" in plan, plan
+
+
+def test_bm25_matches_a_reference_computation(diary: pgcite.Collection) -> None:
+    """Keyword scores equal BM25 computed in Python from the same analysed lexemes."""
+    k1, b = 1.2, 0.75
+    snap = diary.active_snapshot()
+    with diary.client.connection() as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT c.id, t.lexeme, cardinality(t.positions) FROM {s}.chunks c"
+            " JOIN {s}.snapshot_members m USING (version_pk), unnest(c.tsv) t"
+            " WHERE m.snapshot_id = %s").format(s=diary.info.schema_id), (snap.snapshot_id,)).fetchall()
+        n = conn.execute(sql.SQL("SELECT count(*) FROM {s}.snapshot_members m JOIN {s}.chunks c"
+                                 " USING (version_pk) WHERE m.snapshot_id = %s").format(
+            s=diary.info.schema_id), (snap.snapshot_id,)).fetchone()[0]  # type: ignore[index]
+        terms = [r[0] for r in conn.execute(
+            "SELECT lexeme FROM unnest(to_tsvector('english', 'fire in the city garden'))")]
+    tf: dict[str, dict[str, int]] = defaultdict(dict)
+    for cid, lex, count in rows:
+        tf[cid][lex] = count
+    lengths = {cid: sum(t.values()) for cid, t in tf.items()}
+    avgdl = sum(lengths.values()) / len(lengths)
+    df = {t: sum(1 for c in tf.values() if t in c) for t in terms}
+    expected = {}
+    for cid, counts in tf.items():
+        score = 0.0
+        for t in terms:
+            if t in counts:
+                idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                f = counts[t]
+                score += idf * f * (k1 + 1) / (f + k1 * (1 - b + b * lengths[cid] / avgdl))
+        if score:
+            expected[cid] = score
+    got = diary.search("fire in the city garden", mode="keyword", top_k=50)
+    assert {h.id: pytest.approx(expected[h.id], rel=1e-5) for h in got.hits} == {
+        h.id: h.keyword_score for h in got.hits}
+    assert len(got.hits) == len(expected)
+
+
+# Random filters never let a row outside them through, in any mode.
+_META = st.one_of(
+    st.none(),
+    st.builds(MetadataPredicate, key=st.just("year"), op=st.sampled_from(["lt", "lte", "gt", "gte"]),
+              value=st.integers(1659, 1669)),
+    st.builds(MetadataPredicate, key=st.just("place"), op=st.just("eq"),
+              value=st.sampled_from(["London", "Sea", "Cambridge"])),
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    cutoff=st.one_of(st.none(), st.dates(dt.date(1659, 1, 1), dt.date(1669, 12, 31))),
+    corpora=st.one_of(st.none(), st.lists(st.sampled_from(["A", "B", "C"]), min_size=1, unique=True)),
+    meta=_META,
+    mode=st.sampled_from(MODES),
+    query=st.sampled_from(["fire", "the King", "cheese wine garden", "plague houses", "note"]),
+)
+def test_filters_hold_in_every_mode(
+    diary: pgcite.Collection, cutoff: dt.date | None, corpora: list[str] | None,
+    meta: MetadataPredicate | None, mode: str, query: str,
+) -> None:
+    vector = _QUERY_VECTORS.setdefault(query, diary.client.collection(diary.name).info and
+                                       _embed(diary, query))
+    result = diary.search(query, mode=mode, top_k=20, filters=Filters(
+        cutoff=cutoff, corpora=corpora, metadata=[meta] if meta else []), query_vector=vector,
+        explain=True)
+    ops = {"lt": lambda a, b: a < b, "lte": lambda a, b: a <= b, "gt": lambda a, b: a > b,
+           "gte": lambda a, b: a >= b, "eq": lambda a, b: a == b}
+    for hit in [*result.hits, *result.dropped]:
+        if cutoff:
+            assert hit.date_end is not None and hit.date_end <= cutoff
+        if corpora:
+            assert hit.corpus in corpora
+        if meta:
+            assert meta.key in hit.metadata and ops[meta.op](hit.metadata[meta.key], meta.value)
+
+
+_QUERY_VECTORS: dict[str, np.ndarray] = {}
+
+
+def _embed(col: pgcite.Collection, text: str) -> np.ndarray:
+    from pgcite.embed import load_embedder
+
+    return load_embedder(col.info.embedder.id).embed_query(text)

@@ -183,3 +183,17 @@ def test_external_run_reports_ir_metrics_only(
 def test_no_configurations_is_an_error(golden: GoldenSet) -> None:
     with pytest.raises(ValueError, match="no configurations"):
         evaluate(golden, {}, progress=False)
+
+
+def test_query_judged_only_non_relevant_has_no_pass_or_fail() -> None:
+    beir = load_golden(FIXTURES / "beir")  # q1, q2 relevant; q4 judged with grade 0 only
+
+    def search(query: GoldenQuery) -> SearchOutcome:
+        return SearchOutcome(hits=[Hit("d1-a", "d1", 1.0)], confidence=0.5)
+
+    config = evaluate(beir, {"s": search}, progress=False).configurations["s"]
+    assert {r.id: r.passed for r in config.queries} == {"q1": True, "q2": False, "q4": None}
+    assert config.pass_rates is not None
+    assert (config.pass_rates.total, config.pass_rates.overall) == (2, 0.5)
+    assert config.threshold is not None and config.threshold.method == "never-abstain"
+    assert config.unscored_queries == ["q4"]

@@ -68,7 +68,13 @@ def _write(tmp_path: Path, *lines: dict[str, object] | str) -> Path:
     return path
 
 
-GOOD = {"id": "a", "query": "q", "kind": "fact", "relevant": ["d1"], "cutoff": None}
+GOOD: dict[str, object] = {
+    "id": "a",
+    "query": "q",
+    "kind": "fact",
+    "relevant": ["d1"],
+    "cutoff": None,
+}
 
 
 @pytest.mark.parametrize(

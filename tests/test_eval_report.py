@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from pgcite._errors import ConfigError
 from pgcite.evaluate import (
     EvalResult,
     GoldenQuery,
     Hit,
-    SearchOutcome,
     Searcher,
+    SearchOutcome,
     compare_results,
     evaluate,
     load_golden,
@@ -57,8 +58,15 @@ def test_write_reports_writes_three_files(
     a, _ = results
     paths = write_reports(a, tmp_path / "out")
     assert {p.name for p in paths.values()} == {"results.json", "report.md", "report.html"}
-    assert load_result(paths["json"]) == a
-    assert load_result(tmp_path / "out") == a  # the folder works too
+    without_runs = {"configurations": {"__all__": {"run"}}}
+    loaded = load_result(paths["json"])
+    assert loaded.model_dump(exclude=without_runs) == a.model_dump(exclude=without_runs)
+    assert all(c.run == {} for c in loaded.configurations.values())  # runs go to TREC files
+    assert load_result(tmp_path / "out") == loaded  # the folder works too
+    with pytest.raises(ConfigError, match="has no run to save"):
+        save_runs(loaded, tmp_path / "runs")
+    with_runs = write_reports(a, tmp_path / "full", include_runs=True)
+    assert load_result(with_runs["json"]) == a
 
     markdown = paths["markdown"].read_text()
     for heading in ("## Metrics by configuration", "## ndcg@10 by query kind", "## Safety",

@@ -252,15 +252,17 @@ def _query_row(
     )
 
 
-def _passed(query: GoldenQuery, abstained: bool, first_relevant: int | None, k: int) -> bool:
+def _passed(query: GoldenQuery, abstained: bool, first_relevant: int | None, k: int) -> bool | None:
     if query.answerable:
         # Abstaining on an answerable query shows the user nothing, whatever was retrieved.
         return not abstained and first_relevant is not None and first_relevant <= k
-    return abstained
+    if query.kind == "absent":
+        return abstained
+    return None  # judged, but nothing relevant and not marked absent: no right behaviour known
 
 
 def _pass_rates(rows: Sequence[QueryRow]) -> PassRates:
-    flags = [(r.kind, r.answerable, bool(r.passed)) for r in rows]
+    flags = [(r.kind, r.answerable, r.passed) for r in rows if r.passed is not None]
     kinds = dict.fromkeys(kind for kind, _, _ in flags)
     return PassRates(
         overall=_share([p for _, _, p in flags]) or 0.0,
@@ -292,8 +294,10 @@ def _by_kind(
     by_kind: dict[str, dict[str, float]] = {}
     for kind in golden.kinds():
         figures = dict(scores.by_kind.get(kind, {}))
-        figures[PASS_RATE] = rates.by_kind[kind]
-        by_kind[kind] = figures
+        if kind in rates.by_kind:
+            figures[PASS_RATE] = rates.by_kind[kind]
+        if figures:
+            by_kind[kind] = figures
     return by_kind
 
 

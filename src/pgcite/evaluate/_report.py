@@ -8,13 +8,20 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from pgcite._errors import ConfigError
 from pgcite.evaluate._result import ConfigResult, EvalResult, load_result
 from pgcite.evaluate._runs import write_trec_run
 from pgcite.evaluate._tables import Table, fmt, report_tables
 
 
-def write_reports(result: EvalResult, out_dir: Path) -> dict[str, Path]:
-    """Write ``results.json``, ``report.md`` and ``report.html`` into ``out_dir`` (created)."""
+def write_reports(
+    result: EvalResult, out_dir: Path, *, include_runs: bool = False
+) -> dict[str, Path]:
+    """Write ``results.json``, ``report.md`` and ``report.html`` into ``out_dir`` (created).
+
+    The runs are left out of ``results.json`` unless ``include_runs``: they are two thirds of its
+    size and :func:`save_runs` writes them as TREC files (kept out of git under ``runs/``).
+    """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -23,7 +30,8 @@ def write_reports(result: EvalResult, out_dir: Path) -> dict[str, Path]:
         "html": out_dir / "report.html",
     }
     tables = report_tables(result)
-    paths["json"].write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    exclude = None if include_runs else {"configurations": {"__all__": {"run"}}}
+    paths["json"].write_text(result.model_dump_json(indent=2, exclude=exclude), encoding="utf-8")
     paths["markdown"].write_text(render_markdown(result, tables), encoding="utf-8")
     paths["html"].write_text(render_html(result, tables), encoding="utf-8")
     return paths
@@ -35,6 +43,11 @@ def save_runs(result: EvalResult, out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for name, config in result.configurations.items():
+        if not config.run and config.queries:
+            raise ConfigError(
+                f"configuration {name!r} has no run to save",
+                hint="results.json keeps no runs; call save_runs on the result evaluate() returned",
+            )
         safe = safe_name(name)
         path = out_dir / f"{safe}.trec"
         write_trec_run(path, config.run, tag=safe)

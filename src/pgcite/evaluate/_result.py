@@ -54,7 +54,8 @@ class GoldenInfo(Frozen):
 
 class PassRates(Frozen):
     """Share of queries that passed (answerable: a relevant document in the top k and no
-    abstention; absent: abstained)."""
+    abstention; absent: abstained). A query that is neither (judged, but only grade 0) has no
+    right behaviour and is left out of every rate; ``total`` counts the queries that have one."""
 
     overall: float
     answerable: float | None
@@ -96,7 +97,9 @@ class ConfigResult(Frozen):
     latency_samples_ms: dict[str, list[float]] = Field(default_factory=dict)
     budgets: list[BudgetResult] = Field(default_factory=list)
     queries: list[QueryRow]
-    run: dict[str, list[tuple[str, float]]]  # query -> documents in rank order, every one returned
+    # query -> documents in rank order, every one returned. Kept in memory for save_runs, left out
+    # of results.json by default (it is most of the size; the TREC files hold it).
+    run: dict[str, list[tuple[str, float]]] = Field(default_factory=dict)
 
 
 class EvalResult(Frozen):

@@ -11,7 +11,7 @@ from pgvector.psycopg import register_vector
 
 from pgcite._errors import DatabaseError
 from pgcite.config import Settings
-from pgcite.store._migrations import migrate
+from pgcite.store._migrations import migrate, migrate_collections
 from pgcite.store._server import embedded_url
 
 MIN_PGVECTOR = (0, 8)
@@ -38,6 +38,7 @@ class Database:
         with db.connect(register=False) as conn:
             db._check_pgvector(conn)
             migrate(conn, "registry", component="registry")
+            migrate_collections(conn)
         return db
 
     def connect(self, *, autocommit: bool = False, register: bool = True) -> psycopg.Connection:

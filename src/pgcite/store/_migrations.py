@@ -82,3 +82,17 @@ def migrate(
         )
         applied.append(migration.version)
     return applied
+
+
+def migrate_collections(conn: psycopg.Connection) -> None:
+    """Bring every collection's schema up to the newest collection migration."""
+    latest = max((m.version for m in load_migrations("collection")), default=0)
+    rows = conn.execute(
+        "SELECT c.name, c.schema_name, c.ts_config FROM pgcite.collections c"
+        " WHERE coalesce((SELECT max(version) FROM pgcite.schema_migrations m"
+        "                 WHERE m.component = 'collection:' || c.name), 0) < %s",
+        (latest,),
+    ).fetchall()
+    for name, schema_name, ts_config in rows:
+        migrate(conn, "collection", component=f"collection:{name}", params={
+            "schema": sql.Identifier(schema_name), "tsconfig": sql.Literal(ts_config)})

@@ -1,0 +1,113 @@
+"""Shared by the benchmark scripts: where data and results live, building a collection once, and
+reference baselines (bm25s, exact dense search) as harness searchers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from psycopg import sql
+
+import pgcite
+from pgcite.evaluate import GoldenQuery, Hit, Searcher, SearchOutcome
+
+ROOT = Path(__file__).resolve().parent
+DATA = Path(os.environ.get("PGCITE_BENCH_DATA", ROOT.parent.parent / "shared" / "data"))
+RESULTS = ROOT / "results"
+
+
+def client() -> pgcite.Client:
+    """The benchmark database: PGCITE_DATABASE_URL / PGCITE_DATA_DIR, else bench/.data."""
+    overrides: dict[str, Any] = {}
+    if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
+        overrides["data_dir"] = ROOT / ".data"
+    return pgcite.Client(pgcite.Settings(**overrides))
+
+
+def ensure_collection(
+    c: pgcite.Client,
+    name: str,
+    paths: Sequence[Path],
+    *,
+    language: str = "english",
+    embedder: str = "all-MiniLM-L6-v2",
+    overrides: pgcite.Overrides | None = None,
+) -> pgcite.Collection:
+    """The collection, created and ingested if needed (re-runs embed nothing: cache + versions)."""
+    try:
+        col = c.collection(name)
+    except pgcite.CollectionNotFound:
+        col = c.create_collection(name, language=language, embedder=embedder)
+    report = col.ingest(paths, overrides=overrides, progress=sys.stderr.isatty())
+    if report.failed:
+        raise SystemExit(f"ingest of {name} failed: {report.failed}")
+    print(f"{name}: {report.documents} documents, {report.embedded} embedded now, "
+          f"{report.seconds:.1f} s", file=sys.stderr)
+    return col
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def bm25s_searcher(corpus: list[dict[str, Any]], *, language: str = "english",
+                   depth: int = 100) -> Searcher:
+    """The BM25 reference: bm25s over the same title + text, Snowball stemmer, stop words."""
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer(language)
+    ids = [str(doc["_id"]) for doc in corpus]
+    texts = [f"{doc.get('title') or ''} {doc['text']}" for doc in corpus]
+    stop = "en" if language == "english" else None
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords=stop, stemmer=stemmer, show_progress=False),
+                    show_progress=False)
+
+    def search(query: GoldenQuery) -> SearchOutcome:
+        tokens = bm25s.tokenize([query.text], stopwords=stop, stemmer=stemmer,
+                                show_progress=False)
+        docs, scores = retriever.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
+        hits = [Hit(id=ids[d], document_id=ids[d], score=float(s), date_end=None)
+                for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+        return SearchOutcome(hits=hits)
+
+    return search
+
+
+def exact_dense_searcher(col: pgcite.Collection, vectors: dict[str, np.ndarray], *,
+                         depth: int = 100) -> Searcher:
+    """Exact cosine search in numpy over the snapshot's own chunk vectors: the ANN ceiling."""
+    snap = col.active_snapshot()
+    with col.client.connection() as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT c.id, c.document_id, c.date_end, c.embedding FROM {s}.chunks c"
+            " JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %s"
+        ).format(s=col.info.schema_id), (snap.snapshot_id,)).fetchall()
+    matrix = np.stack([np.asarray(r[3].to_numpy(), dtype=np.float32) for r in rows])
+
+    def search(query: GoldenQuery) -> SearchOutcome:
+        if query.cutoff is not None:
+            raise NotImplementedError("exact baseline has no cutoff filter")
+        sims = matrix @ vectors[query.id]
+        top = np.argsort(-sims)[: depth * 3]
+        hits = [Hit(id=rows[i][0], document_id=rows[i][1], score=float(sims[i]),
+                    date_end=rows[i][2]) for i in top]
+        return SearchOutcome(hits=hits, confidence=float(sims[top[0]]))
+
+    return search
+
+
+def write(result: Any, name: str) -> Path:
+    from pgcite.evaluate import write_reports
+
+    out = RESULTS / name
+    write_reports(result, out)
+    print(f"wrote {out}/results.json, report.md, report.html", file=sys.stderr)
+    return out

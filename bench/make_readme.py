@@ -1,0 +1,85 @@
+"""Regenerate the results tables in bench/README.md from bench/results/*/results.json.
+
+    python bench/make_readme.py
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results"
+README = ROOT / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+RETRIEVAL = ["scifact", "pepys", "xquad-en", "xquad-ar", "xquad-ar-en"]
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def retrieval_rows(name: str, data: dict[str, Any]) -> list[str]:
+    rows = []
+    for config, res in data["configurations"].items():
+        overall = res["overall"]
+        safety = (res.get("safety") or {}).get("total") or {}
+        db = (res.get("latency") or {}).get("database") or {}
+        rows.append(
+            f"| {name} | {config} | {fmt(overall.get('ndcg@10'))} | {fmt(overall.get('recall@10'))}"
+            f" | {fmt(overall.get('recall@100'))} | {fmt(overall.get('mrr@10'))}"
+            f" | {fmt(overall.get('pass_rate'), 2)} | {safety.get('cutoff_violations', '–')}"
+            f" | {fmt(db.get('p50'), 1)} |")
+    return rows
+
+
+def scale_rows(data: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, r in data.items():
+        if not isinstance(r, dict) or "latency" not in r:
+            continue
+        lat, build = r["latency"], r["build"]
+        cell = lambda m: f"{lat[m]['p50_ms']} / {lat[m]['p95_ms']}"  # noqa: E731
+        rows.append(f"| {r['chunks']:,} | {cell('keyword')} | {cell('vector')} | {cell('hybrid')}"
+                    f" | {cell('hybrid_end_to_end_with_embedding')} | {build['load_s']}"
+                    f" / {build['snapshot_bm25_build_s']} / {build['hnsw_build_s']} |")
+    return rows
+
+
+def tables() -> str:
+    lines = ["### Retrieval quality (nDCG@10 etc. from ranx; database p50 at depth 100)", "",
+             "| benchmark | configuration | nDCG@10 | R@10 | R@100 | MRR@10 | pass rate |"
+             " cutoff violations | database p50 ms |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in RETRIEVAL:
+        path = RESULTS / name / "results.json"
+        if path.exists():
+            lines += retrieval_rows(name, json.loads(path.read_text()))
+    scifact = RESULTS / "scifact" / "results.json"
+    if scifact.exists():
+        top10 = json.loads(scifact.read_text())["metadata"].get("latency_top10_database", {})
+        if top10:
+            lines += ["", "### SciFact, database part of a top-10 query (vector precomputed)", "",
+                      "| mode | p50 ms | p95 ms |", "|---|---|---|"]
+            lines += [f"| {m} | {v['p50_ms']} | {v['p95_ms']} |" for m, v in top10.items()]
+    scale = RESULTS / "scale" / "results.json"
+    if scale.exists():
+        lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "",
+                  "| chunks | keyword | vector | hybrid | hybrid + query embedding |"
+                  " load / BM25 / HNSW build s |", "|---|---|---|---|---|---|"]
+        lines += scale_rows(json.loads(scale.read_text()))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    text = README.read_text()
+    block = f"{START}\n{tables()}\n{END}"
+    README.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text,
+                             flags=re.S))
+    print(f"updated {README}")
+
+
+if __name__ == "__main__":
+    main()

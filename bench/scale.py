@@ -1,0 +1,219 @@
+"""Scale: synthetic collections of 100k and 1M chunks, loaded straight into pgcite's schema.
+
+Text is drawn from a Zipf distribution over SciFact's vocabulary (so term statistics look like
+real text) and vectors from clustered Gaussians (so HNSW sees structure, as with real embeddings);
+nothing is embedded except, for the end-to-end check, the questions themselves. Measures load,
+BM25 postings build and HNSW build times, table and index sizes, and per-mode database latency
+(top-5, sequential, query vector precomputed), plus end-to-end hybrid latency with real MiniLM
+query embedding (the kiosk budget: fused top-5 under 100 ms).
+
+    python bench/scale.py --sizes 100000            # ~10 min on 2 cores
+    python bench/scale.py --sizes 100000,1000000    # the 1M build takes far longer
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import DATA, RESULTS, client, read_jsonl
+from psycopg import sql
+
+import pgcite
+from pgcite.store._collections import ensure_vector_index
+from pgcite.store._snapshots import activate_snapshot, build_snapshot
+
+DIM = 384
+WORDS_PER_CHUNK = 60
+QUERIES = 200
+SEED = 42
+
+
+def vocabulary() -> list[str]:
+    words: dict[str, int] = {}
+    for doc in read_jsonl(DATA / "scifact" / "corpus.jsonl"):
+        for w in re.findall(r"[a-z]{3,}", (doc["title"] + " " + doc["text"]).lower()):
+            words[w] = words.get(w, 0) + 1
+    return [w for w, _ in sorted(words.items(), key=lambda kv: -kv[1])][:30000]
+
+
+def synthetic_texts(n: int, vocab: list[str], rng: np.random.Generator) -> list[str]:
+    ranks = rng.zipf(1.15, size=(n, WORDS_PER_CHUNK)) - 1
+    ranks = np.minimum(ranks, len(vocab) - 1)
+    arr = np.asarray(vocab, dtype=object)
+    return [" ".join(row) for row in arr[ranks]]
+
+
+def synthetic_vectors(n: int, rng: np.random.Generator, centroids: np.ndarray) -> np.ndarray:
+    which = rng.integers(0, len(centroids), size=n)
+    vecs = centroids[which] + rng.normal(0, 0.35, size=(n, DIM)).astype(np.float32)
+    return (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+
+
+def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Generator,
+         centroids: np.ndarray) -> dict[str, float]:
+    """COPY versions and chunks in batches, then build the snapshot and the HNSW index."""
+    s = col.info.schema_id
+    spec = col.info.embedder
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    batch = 50_000
+    with col.client.db.transaction() as conn:
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(
+            s=s, i=sql.Identifier(_hnsw_name(conn, col))))
+        for start in range(0, n, batch):
+            size = min(batch, n - start)
+            texts = synthetic_texts(size, vocab, rng)
+            vecs = synthetic_vectors(size, rng, centroids)
+            years = rng.integers(1600, 2000, size=size)
+            with conn.cursor() as cur:
+                cur.execute(sql.SQL(
+                    "INSERT INTO {s}.versions (document_id, content_hash, source, n_chunks)"
+                    " SELECT 'doc-' || g, 'synthetic', 'synthetic', 1"
+                    " FROM generate_series(%s::bigint, %s::bigint) g").format(s=s),
+                    (start, start + size - 1))
+                first_pk = _first_version_pk(conn, col, start)
+                with cur.copy(sql.SQL(
+                        "COPY {s}.chunks (version_pk, id, document_id, ordinal, corpus, date_start,"
+                        " date_end, citation, body, embedding, embed_model, content_hash)"
+                        " FROM STDIN WITH (FORMAT BINARY)").format(s=s)) as copy:
+                    copy.set_types(["int8", "text", "text", "int4", "text", "date", "date",
+                                    "text", "text", "vector", "text", "text"])
+                    for i in range(size):
+                        doc = f"doc-{start + i}"
+                        day = _date(int(years[i]))
+                        copy.write_row((first_pk + i, f"{doc}-a", doc, 0, "ABC"[i % 3], day, day,
+                                        doc, texts[i], vecs[i], spec.model_key, "synthetic"))
+            print(f"  loaded {start + size}/{n}", file=sys.stderr)
+        timings["load_s"] = time.perf_counter() - started
+        t0 = time.perf_counter()
+        rows = conn.execute(sql.SQL("SELECT array_agg(version_pk) FROM {s}.versions").format(s=s))
+        pks = rows.fetchone()[0]  # type: ignore[index]
+        snap = build_snapshot(conn, col.info, pks, spec=spec, note="synthetic scale benchmark")
+        activate_snapshot(conn, col.info, snap)
+        timings["snapshot_bm25_build_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with col.client.db.connect(autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '3GB'")
+        conn.execute("SET max_parallel_maintenance_workers = 1")
+        ensure_vector_index(conn, col.info.schema_name, spec, col.info.settings.halfvec)
+        conn.execute(sql.SQL("VACUUM ANALYZE {s}.chunks").format(s=s))
+        conn.execute(sql.SQL("ANALYZE {s}.postings").format(s=s))
+    timings["hnsw_build_s"] = time.perf_counter() - t0
+    return {k: round(v, 1) for k, v in timings.items()}
+
+
+def _hnsw_name(conn: Any, col: pgcite.Collection) -> str:
+    row = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE 'chunks_hnsw_%%'",
+        (col.info.schema_name,)).fetchone()
+    return row[0] if row else "none"
+
+
+def _first_version_pk(conn: Any, col: pgcite.Collection, start: int) -> int:
+    row = conn.execute(sql.SQL("SELECT version_pk FROM {s}.versions WHERE document_id = %s").format(
+        s=col.info.schema_id), (f"doc-{start}",)).fetchone()
+    return int(row[0])
+
+
+def _date(year: int) -> Any:
+    import datetime as dt
+
+    return dt.date(year, 1, 1)
+
+
+def sizes(col: pgcite.Collection) -> dict[str, str]:
+    with col.client.connection() as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_size_pretty(pg_total_relation_size(c.oid))"
+            " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind IN ('r', 'i') ORDER BY pg_total_relation_size(c.oid) DESC",
+            (col.info.schema_name,)).fetchall()
+    return {name: size for name, size in rows[:8]}
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
+            centroids: np.ndarray) -> dict[str, Any]:
+    texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(QUERIES)]
+    vecs = synthetic_vectors(QUERIES, rng, centroids)
+    out: dict[str, Any] = {}
+    for mode in ("keyword", "vector", "hybrid"):
+        db_ms = []
+        for text, vec in zip(texts, vecs, strict=True):
+            result = col.search(text, top_k=5, mode=mode, query_vector=vec)
+            db_ms.append(result.timings_ms["database"])
+        out[mode] = {"p50_ms": pct(db_ms, 0.5), "p95_ms": pct(db_ms, 0.95),
+                     "mean_ms": round(statistics.mean(db_ms), 2)}
+    # End to end with the real model embedding the (synthetic) question.
+    total = []
+    for text in texts[:100]:
+        result = col.search(text, top_k=5, mode="hybrid")
+        total.append(result.timings_ms["total"])
+    out["hybrid_end_to_end_with_embedding"] = {"p50_ms": pct(total, 0.5),
+                                               "p95_ms": pct(total, 0.95)}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100000")
+    args = parser.parse_args()
+    rng = np.random.default_rng(SEED)
+    vocab = vocabulary()
+    centroids = rng.normal(size=(2000, DIM)).astype(np.float32)
+    results: dict[str, Any] = {"dim": DIM, "words_per_chunk": WORDS_PER_CHUNK, "queries": QUERIES}
+    with client() as c:
+        for n in [int(x) for x in args.sizes.split(",")]:
+            name = f"scale_{n // 1000}k"
+            try:
+                c.drop_collection(name)
+            except pgcite.CollectionNotFound:
+                pass
+            col = c.create_collection(name)
+            print(f"{name}: loading {n} synthetic chunks", file=sys.stderr)
+            build = load(col, n, vocab, rng, centroids)
+            col = c.collection(name)
+            results[name] = {"chunks": n, "build": build, "sizes": sizes(col),
+                             "latency": latency(col, vocab, rng, centroids)}
+            print(json.dumps(results[name], indent=2), file=sys.stderr)
+    out = RESULTS / "scale"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "report.md").write_text(render(results))
+    print(f"wrote {out}/results.json and report.md", file=sys.stderr)
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = ["# Scale benchmark (synthetic chunks)", "",
+             "| collection | load s | BM25 build s | HNSW build s | keyword p50/p95 ms | "
+             "vector p50/p95 ms | hybrid p50/p95 ms | hybrid + embedding p50/p95 ms |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        if not isinstance(r, dict) or "build" not in r:
+            continue
+        lat = r["latency"]
+        cell = lambda m: f"{lat[m]['p50_ms']} / {lat[m]['p95_ms']}"  # noqa: E731
+        lines.append(f"| {name} | {r['build']['load_s']} | {r['build']['snapshot_bm25_build_s']} | "
+                     f"{r['build']['hnsw_build_s']} | {cell('keyword')} | {cell('vector')} | "
+                     f"{cell('hybrid')} | {cell('hybrid_end_to_end_with_embedding')} |")
+    lines += ["", "Sizes (largest relations):", ""]
+    for name, r in results.items():
+        if isinstance(r, dict) and "sizes" in r:
+            lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r["sizes"].items()))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The command line as a new user meets it: clear one-line errors, non-zero exits, nothing lost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import pgcite
+from pgcite.cli import app
+from pgcite.config import Settings
+
+from .conftest import DIARY, FIXTURES
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def cli_env(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def test_help_lists_commands() -> None:
+    code, out = run("--help")
+    assert code == 0
+    for command in ("collection", "ingest", "search", "eval", "demo"):
+        assert command in out
+
+
+@pytest.mark.parametrize("name", ['bad"name', "has space", "Upper"])
+def test_bad_collection_name(cli_env: None, name: str) -> None:
+    code, out = run("collection", "create", name)
+    assert code == 2 and "invalid collection name" in out
+
+
+def test_unknown_collection(cli_env: None) -> None:
+    code, out = run("search", "no_such_collection", "fire")
+    assert code == 1 and "no collection named 'no_such_collection'" in out
+
+
+def test_ingest_errors_change_nothing(cli_env: None, client: pgcite.Client) -> None:
+    code, _ = run("collection", "create", "cli_bad", "--json")
+    assert code == 0
+    assert run("ingest", "cli_bad", str(DIARY), "--no-progress")[0] == 0
+    col = client.collection("cli_bad")
+    before = (col.active_snapshot().snapshot_id, col.stats()["stored"])
+    for path, message in [
+        (FIXTURES / "missing.jsonl", "no such file or directory"),
+        (FIXTURES / "sources" / "corrupt.pdf", "not a readable PDF"),
+        (FIXTURES / "diary" / "bad.jsonl", "line 2: not valid JSON"),
+    ]:
+        code, out = run("ingest", "cli_bad", str(path), "--no-progress")
+        assert code == 1 and message in out, out
+        assert (col.active_snapshot().snapshot_id, col.stats()["stored"]) == before
+    code, out = run("collection", "drop", "cli_bad", "--yes")
+    assert code == 0
+
+
+def test_search_json_and_bad_filter(cli_env: None, diary: pgcite.Collection) -> None:
+    code, out = run("search", diary.name, "cheese", "--json", "--cutoff", "1666-12-31")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["hits"] and all(h["date_end"] <= "1666-12-31" for h in payload["hits"])
+    code, out = run("search", diary.name, "cheese", "--filter", "yeer=1666")
+    assert code == 2 and "unknown metadata field 'yeer'" in out
+    code, out = run("search", diary.name, "cheese", "--filter", "year>=1666", "--json")
+    assert code == 0 and all(h["metadata"]["year"] >= 1666 for h in json.loads(out)["hits"])
+
+
+def test_unreachable_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGCITE_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    code, out = run("collection", "list")
+    assert code == 1 and "cannot connect" in out

@@ -35,16 +35,24 @@ def retrieval_rows(name: str, data: dict[str, Any]) -> list[str]:
     return rows
 
 
+SCALE_HEADER = ["| chunks | keyword | vector | hybrid | hybrid + query embedding |"
+                " load / BM25 / HNSW build s |", "|---|---|---|---|---|---|"]
+
+
+def _p50_p95(latency: dict[str, Any], mode: str) -> str:
+    return f"{latency[mode]['p50_ms']} / {latency[mode]['p95_ms']}"
+
+
 def scale_rows(data: dict[str, Any]) -> list[str]:
     rows = []
-    for name, r in data.items():
+    for r in data.values():
         if not isinstance(r, dict) or "latency" not in r:
             continue
         lat, build = r["latency"], r["build"]
-        cell = lambda m: f"{lat[m]['p50_ms']} / {lat[m]['p95_ms']}"  # noqa: E731
-        rows.append(f"| {r['chunks']:,} | {cell('keyword')} | {cell('vector')} | {cell('hybrid')}"
-                    f" | {cell('hybrid_end_to_end_with_embedding')} | {build['load_s']}"
-                    f" / {build['snapshot_bm25_build_s']} / {build['hnsw_build_s']} |")
+        modes = ("keyword", "vector", "hybrid", "hybrid_end_to_end_with_embedding")
+        rows.append(f"| {r['chunks']:,} | " + " | ".join(_p50_p95(lat, m) for m in modes)
+                    + f" | {build['load_s']} / {build['snapshot_bm25_build_s']}"
+                    f" / {build['hnsw_build_s']} |")
     return rows
 
 
@@ -66,9 +74,7 @@ def tables() -> str:
             lines += [f"| {m} | {v['p50_ms']} | {v['p95_ms']} |" for m, v in top10.items()]
     scale = RESULTS / "scale" / "results.json"
     if scale.exists():
-        lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "",
-                  "| chunks | keyword | vector | hybrid | hybrid + query embedding |"
-                  " load / BM25 / HNSW build s |", "|---|---|---|---|---|---|"]
+        lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]
         lines += scale_rows(json.loads(scale.read_text()))
     return "\n".join(lines)
 

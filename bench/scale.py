@@ -19,7 +19,6 @@ import re
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -177,10 +176,7 @@ def main() -> None:
     with client() as c:
         for n in [int(x) for x in args.sizes.split(",")]:
             name = f"scale_{n // 1000}k"
-            try:
-                c.drop_collection(name)
-            except pgcite.CollectionNotFound:
-                pass
+            c.drop_collection(name, missing_ok=True)
             col = c.create_collection(name)
             print(f"{name}: loading {n} synthetic chunks", file=sys.stderr)
             build = load(col, n, vocab, rng, centroids)
@@ -196,19 +192,10 @@ def main() -> None:
 
 
 def render(results: dict[str, Any]) -> str:
-    lines = ["# Scale benchmark (synthetic chunks)", "",
-             "| collection | load s | BM25 build s | HNSW build s | keyword p50/p95 ms | "
-             "vector p50/p95 ms | hybrid p50/p95 ms | hybrid + embedding p50/p95 ms |",
-             "|---|---|---|---|---|---|---|---|"]
-    for name, r in results.items():
-        if not isinstance(r, dict) or "build" not in r:
-            continue
-        lat = r["latency"]
-        cell = lambda m: f"{lat[m]['p50_ms']} / {lat[m]['p95_ms']}"  # noqa: E731
-        lines.append(f"| {name} | {r['build']['load_s']} | {r['build']['snapshot_bm25_build_s']} | "
-                     f"{r['build']['hnsw_build_s']} | {cell('keyword')} | {cell('vector')} | "
-                     f"{cell('hybrid')} | {cell('hybrid_end_to_end_with_embedding')} |")
-    lines += ["", "Sizes (largest relations):", ""]
+    from make_readme import SCALE_HEADER, scale_rows
+
+    lines = ["# Scale benchmark (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER,
+             *scale_rows(results), "", "Sizes (largest relations):", ""]
     for name, r in results.items():
         if isinstance(r, dict) and "sizes" in r:
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r["sizes"].items()))

@@ -15,6 +15,8 @@ from psycopg import sql
 import pgcite
 from pgcite.retrieve import Filters, MetadataPredicate
 
+from .conftest import DIARY as DIARY_PATH
+
 MODES = ["keyword", "vector", "hybrid"]
 
 
@@ -210,3 +212,19 @@ def _embed(col: pgcite.Collection, text: str) -> np.ndarray:
     from pgcite.embed import load_embedder
 
     return load_embedder(col.info.embedder.id).embed_query(text)
+
+
+def test_halfvec_collection_searches_through_its_index(client: pgcite.Client) -> None:
+    from pgcite.store import CollectionSettings
+
+    col = client.create_collection("halfvec_fixture", settings=CollectionSettings(halfvec=True))
+    col.ingest([DIARY_PATH])
+    result = col.search("buried cheese during the fire", top_k=3, mode="vector")
+    assert result.hits[0].document_id in {"d-1666-09-04", "e-1666-09-05"}
+    with client.connection() as conn:
+        indexdef = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = 'pgc_halfvec_fixture'"
+            " AND indexname LIKE 'chunks_hnsw_%'").fetchone()
+    assert indexdef is not None and "halfvec(384)" in indexdef[0]
+    assert "halfvec_cosine_ops" in indexdef[0]
+    client.drop_collection("halfvec_fixture")

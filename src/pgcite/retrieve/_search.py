@@ -113,6 +113,7 @@ def run_search(
         schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
+        filtered=bool(compiled.clauses),
     )
     t0 = time.perf_counter()
     with conn.transaction(), conn.cursor(row_factory=psycopg.rows.dict_row) as cur:

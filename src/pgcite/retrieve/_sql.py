@@ -31,11 +31,12 @@ kw_terms AS (
 ), kw AS (
     SELECT k.chunk_pk, k.score::float8 AS score,
            row_number() OVER (ORDER BY k.score DESC, k.chunk_pk) AS rank
-    FROM kw_scored k JOIN {s}.chunks c USING (chunk_pk)
-    WHERE {filters} {constraint}
+    FROM kw_scored k {join}
     ORDER BY k.score DESC, k.chunk_pk
     LIMIT %(fetch)s
 )"""
+# Filters need the chunk row; without them, the postings alone rank (half the work).
+_KEYWORD_JOIN = "JOIN {s}.chunks c USING (chunk_pk) WHERE {filters} {constraint}"
 
 # HNSW: the ORDER BY expression is exactly the partial index's expression, and the model
 # predicate matches the index predicate (as a literal, so every plan can use the index).
@@ -80,16 +81,24 @@ def build_search_sql(
     mode: Mode,
     filters: sql.Composable,
     constraint: bool,
+    filtered: bool = True,
 ) -> sql.Composed:
-    """The statement for one search; values are left as named placeholders."""
+    """The statement for one search; values are left as named placeholders.
+
+    ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
+    joining the chunk rows.
+    """
     constraint_sql = sql.SQL(
         "AND c.tsv @@ websearch_to_tsquery({cfg}::regconfig, %(constraint)s)" if constraint else ""
     ).format(cfg=sql.Literal(ts_config))
     vtype = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
     ctes: list[sql.Composable] = []
     if mode in ("keyword", "hybrid"):
-        ctes.append(sql.SQL(_KEYWORD).format(
-            s=schema, cfg=sql.Literal(ts_config), filters=filters, constraint=constraint_sql))
+        join = sql.SQL("")
+        if filtered or constraint:
+            join = sql.SQL(_KEYWORD_JOIN).format(s=schema, filters=filters,
+                                                 constraint=constraint_sql)
+        ctes.append(sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=join))
     else:
         ctes.append(sql.SQL(_EMPTY_KW))
     if mode in ("vector", "hybrid"):

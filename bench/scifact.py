@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from typing import Any
 
 from _common import (
@@ -43,14 +42,16 @@ def with_embed_time(searcher: Searcher, embed_ms: dict[str, float]) -> Searcher:
 def latency_top10(col: Any, golden: Any, vectors: dict[str, Any]) -> dict[str, Any]:
     """The database part of a top-10 query per mode (vector precomputed), sequential."""
     out: dict[str, Any] = {}
-    for mode in ("keyword", "vector", "hybrid"):
+    variants = {"keyword": ("keyword", "rrf"), "vector": ("vector", "rrf"),
+                "hybrid (rrf)": ("hybrid", "rrf"), "hybrid (convex)": ("hybrid", "convex")}
+    for name, (mode, fusion) in variants.items():
         samples = []
         for query in golden.queries:
-            started = time.perf_counter()
-            col.search(query.text, top_k=10, mode=mode, query_vector=vectors[query.id])
-            samples.append((time.perf_counter() - started) * 1000)
+            result = col.search(query.text, top_k=10, mode=mode, fusion=fusion,
+                                query_vector=vectors[query.id])
+            samples.append(result.timings_ms["database"])
         samples.sort()
-        out[mode] = {"p50_ms": round(statistics.median(samples), 3),
+        out[name] = {"p50_ms": round(statistics.median(samples), 3),
                      "p95_ms": round(samples[int(0.95 * (len(samples) - 1))], 3),
                      "n": len(samples)}
     return out
@@ -63,10 +64,13 @@ def main() -> None:
         col = ensure_collection(c, "scifact", [root / "corpus.jsonl"])
         vectors, embed_list = embed_queries(col, golden)
         embed_ms = {q.id: ms for q, ms in zip(golden.queries, embed_list, strict=True)}
+        variants = {"keyword": {"mode": "keyword"}, "vector": {"mode": "vector"},
+                    "hybrid (rrf)": {"mode": "hybrid", "fusion": "rrf"},
+                    "hybrid (convex)": {"mode": "hybrid", "fusion": "convex"}}
         configs: dict[str, Searcher] = {
-            mode: with_embed_time(collection_searcher(col, mode=mode, depth=DEPTH,
-                                                      vectors=vectors), embed_ms)
-            for mode in ("keyword", "vector", "hybrid")
+            name: with_embed_time(collection_searcher(col, depth=DEPTH, vectors=vectors, **opts),
+                                  embed_ms)
+            for name, opts in variants.items()
         }
         configs["bm25s (reference)"] = bm25s_searcher(read_jsonl(root / "corpus.jsonl"),
                                                       depth=DEPTH)

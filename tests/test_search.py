@@ -57,6 +57,26 @@ def test_rrf_scores_follow_the_formula(diary: pgcite.Collection) -> None:
     assert all(d.rank > 5 for d in result.dropped)
 
 
+def test_convex_fusion_follows_the_formula(diary: pgcite.Collection) -> None:
+    result = diary.search("the plague in London", top_k=5, explain=True, fusion="convex",
+                          weights=(1.0, 3.0))
+    every = [*result.hits, *result.dropped]
+    kw = [h.keyword_score for h in every if h.keyword_score is not None]
+    sims = [1 - h.vector_distance for h in every if h.vector_distance is not None]
+
+    def norm(x: float | None, xs: list[float]) -> float:
+        if x is None:
+            return 0.0
+        return 1.0 if max(xs) == min(xs) else (x - min(xs)) / (max(xs) - min(xs))
+
+    for hit in every:
+        sim = None if hit.vector_distance is None else 1 - hit.vector_distance
+        expected = (1.0 * norm(hit.keyword_score, kw) + 3.0 * norm(sim, sims)) / 4.0
+        assert math.isclose(hit.score, expected, rel_tol=1e-6, abs_tol=1e-9)
+    with pytest.raises(pgcite.ConfigError, match="unknown fusion"):
+        diary.search("x", fusion="borda")
+
+
 def test_one_leg_hits_still_count(diary: pgcite.Collection) -> None:
     # 'Medway' appears once: keyword finds it; a leg-only hit must survive the FULL OUTER JOIN
     result = diary.search("Medway", top_k=10)

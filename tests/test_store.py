@@ -79,7 +79,8 @@ def test_ingest_keeps_entries_whole_and_is_idempotent(client: pgcite.Client) -> 
     first = col.ingest([DIARY])
     entries = [json.loads(line) for line in DIARY.read_text().splitlines()]
     chunks = _chunks(col)
-    assert first.documents == len(entries) and first.embedded == len(chunks)
+    # the session fixture may have embedded the same texts already: the cache serves them
+    assert first.documents == len(entries) and first.embedded + first.cached == len(chunks)
     by_doc = {e["_id"]: e for e in entries}
     assert {c[1] for c in chunks} == set(by_doc)  # every entry has >= 1 chunk
     for cid, doc_id, date_end, _ in chunks:

@@ -13,7 +13,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from pgcite._errors import PgciteError
+from pgcite._errors import CollectionNotFound, EmbedderError, PgciteError
+from pgcite.answer._types import Answer, Generator
 from pgcite.config import Settings
 from pgcite.embed._registry import DEFAULT_EMBEDDER, embedder_for_key, load_embedder
 from pgcite.ingest._loaders import FieldMapping, Overrides
@@ -21,6 +22,7 @@ from pgcite.ingest._pipeline import IngestReport, ingest
 from pgcite.retrieve._filters import Filters, MetadataPredicate
 from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._search import Ordering, SearchOptions, run_search
+from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
     CollectionInfo,
     CollectionSettings,
@@ -46,6 +48,7 @@ class Client:
         self.settings = settings or Settings()
         self.db = Database.open(self.settings)
         self._pool: ConnectionPool | None = None
+        self._active: ActivePointerCache[SnapshotInfo | None] | None = None
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -58,7 +61,18 @@ class Client:
         with self._pool.connection() as conn:
             yield conn
 
+    def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]:
+        """This process's cache of active snapshots, kept current by LISTEN/NOTIFY."""
+        if self._active is None:
+            url = self.db.url
+            self._active = ActivePointerCache(lambda: psycopg.connect(
+                url, autocommit=True, application_name="pgcite-active-listener"))
+        return self._active
+
     def close(self) -> None:
+        if self._active is not None:
+            self._active.close()
+            self._active = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
@@ -86,9 +100,16 @@ class Client:
             create_collection(conn, name, language=language, embedder=spec, settings=settings)
         return self.collection(name)
 
-    def drop_collection(self, name: str) -> None:
-        with self.db.transaction() as conn:
-            drop_collection(conn, name)
+    def drop_collection(self, name: str, *, missing_ok: bool = False) -> None:
+        try:
+            with self.db.transaction() as conn:
+                drop_collection(conn, name)
+                # cached pointers of a same-named collection created later must not survive
+                conn.execute("SELECT pg_notify('pgcite_active', %s)", (f"{name}:",))
+        except CollectionNotFound:
+            if not missing_ok:
+                raise
+        self.active_pointers().invalidate(name)
 
     def collection(self, name: str) -> Collection:
         with self.connection() as conn:
@@ -116,14 +137,17 @@ class Collection:
             return list_snapshots(conn, self.info)
 
     def active_snapshot(self) -> SnapshotInfo:
-        with self.client.connection() as conn:
-            snapshot = active_snapshot(conn, self.info)
+        snapshot = self.client.active_pointers().get(self.name, self._read_active)
         if snapshot is None:
             raise PgciteError(
                 f"collection {self.name!r} has no active snapshot yet",
                 hint=f"ingest documents first: pgcite ingest {self.name} PATH",
             )
         return snapshot
+
+    def _read_active(self) -> SnapshotInfo | None:
+        with self.client.connection() as conn:
+            return active_snapshot(conn, self.info)
 
     def ingest(
         self,
@@ -136,11 +160,21 @@ class Collection:
         activate: bool = True,
         progress: bool = False,
     ) -> IngestReport:
-        return ingest(
+        """Ingest into a new snapshot. With a golden set configured the snapshot is built
+        inactive and activated only if it passes the gate (``report.gate`` says how it went)."""
+        with self.client.connection() as conn:
+            gated = activate and get_collection(conn, self.name).settings.golden is not None
+        report = ingest(
             self.client.db, self.name, [Path(p) for p in paths], mapping=mapping,
             overrides=overrides, corpus_version=corpus_version, replace=replace,
-            activate=activate, progress=progress, settings=self.client.settings,
+            activate=activate and not gated, progress=progress, settings=self.client.settings,
         )
+        if gated and report.snapshot_id is not None:
+            from pgcite._lifecycle import gate_ingest
+
+            report = gate_ingest(self, report)
+        self.client.active_pointers().invalidate(self.name)
+        return report
 
     def search(
         self,
@@ -158,6 +192,7 @@ class Collection:
         rrf_k: int = 60,
         weights: tuple[float, float] = (1.0, 1.0),
         ef_search: int = 100,
+        fusion: str = "rrf",
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
     ) -> SearchResult:
@@ -168,17 +203,53 @@ class Collection:
         merged = _merge_filters(filters, cutoff, corpora, metadata)
         options = SearchOptions(
             top_k=top_k, mode=mode, fetch_multiplier=fetch_multiplier, rrf_k=rrf_k,
-            weights=weights, ef_search=ef_search, ordering=ordering,
+            weights=weights, ef_search=ef_search, ordering=ordering, fusion=fusion,
         )
         snapshot = self._snapshot(snapshot_id)
         embedder = None
         if mode != "keyword" and query_vector is None:
+            # The snapshot's recorded model, never the collection's current one: a query is
+            # embedded by exactly the model its snapshot's vectors came from.
             embedder = embedder_for_key(snapshot.embed_model, self.client.settings)
+        _check_query_dim(snapshot, embedder, query_vector)
         with self.client.connection() as conn:
             return run_search(
                 conn, self.info, snapshot, embedder, query, filters=merged, options=options,
                 explain=explain, query_vector=query_vector,
             )
+
+    def answer(
+        self,
+        question: str,
+        *,
+        top_k: int = 5,
+        mode: str = "hybrid",
+        cutoff: dt.date | str | None = None,
+        corpora: Sequence[str] | None = None,
+        filters: Filters | dict[str, Any] | None = None,
+        generator: Generator | str | None = None,
+        token_budget: int = 4000,
+        threshold: float | None = None,
+        persona: str | None = None,
+        abstention_text: str | None = None,
+        attribution_fallback: str | None = None,
+    ) -> Answer:
+        """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
+
+        ``generator``: a Generator, a kind name ("extractive", the default), or None.
+        """
+        from pgcite.answer._llm import GeneratorConfig, make_generator
+        from pgcite.answer._pipeline import AnswerOptions, answer_question
+
+        if isinstance(generator, str):
+            generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
+        options = AnswerOptions(
+            top_k=top_k, mode=mode, token_budget=token_budget, threshold=threshold,
+            persona=persona, abstention_text=abstention_text,
+            attribution_fallback=attribution_fallback,
+        )
+        return answer_question(self, question, options=options, filters=filters, cutoff=cutoff,
+                               corpora=corpora, generator=generator)
 
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:
@@ -187,6 +258,19 @@ class Collection:
             if snap.snapshot_id == snapshot_id:
                 return snap
         raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}")
+
+
+def _check_query_dim(
+    snapshot: SnapshotInfo, embedder: Any, query_vector: np.ndarray | None
+) -> None:
+    dim = embedder.spec.dim if embedder is not None else (
+        int(np.asarray(query_vector).size) if query_vector is not None else None)
+    if dim is not None and dim != snapshot.embed_dim:
+        raise EmbedderError(
+            f"the query vector has {dim} dimensions but snapshot {snapshot.snapshot_id} holds "
+            f"{snapshot.embed_dim}-dim vectors from {snapshot.embed_model}",
+            hint="embed the query with the snapshot's model (leave query_vector unset)",
+        )
 
 
 def _merge_filters(

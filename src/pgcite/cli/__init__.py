@@ -7,11 +7,15 @@ from typing import Annotated
 
 import typer
 
-from pgcite.cli import _collection
+from pgcite.cli import _collection, _snapshot
+from pgcite.cli._ask import ask_command
 from pgcite.cli._common import set_global
 from pgcite.cli._demo import demo_command
+from pgcite.cli._eval import eval_command
 from pgcite.cli._ingest import ingest_command
+from pgcite.cli._key import app as key_app
 from pgcite.cli._search import search_command
+from pgcite.cli._serve import serve_command
 
 app = typer.Typer(
     name="pgcite",
@@ -20,9 +24,14 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(_collection.app, name="collection")
+app.add_typer(_snapshot.app, name="snapshot")
 app.command("ingest")(ingest_command)
 app.command("search")(search_command)
 app.command("demo")(demo_command)
+app.command("eval")(eval_command)
+app.command("ask")(ask_command)
+app.command("serve")(serve_command)
+app.add_typer(key_app, name="key")
 
 
 @app.callback()

@@ -1,7 +1,8 @@
-"""`pgcite collection create|list|show|drop`."""
+"""`pgcite collection create|list|show|set|drop`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -98,3 +99,57 @@ def drop(
         emit_json({"dropped": name})
     else:
         console.print(f"dropped collection [bold]{name}[/]")
+
+
+@app.command("set")
+def set_(
+    name: str,
+    golden: Annotated[Path | None, typer.Option(
+        help="golden.jsonl or BEIR folder that gates activation (turns the gate on).")] = None,
+    no_golden: Annotated[bool, typer.Option(
+        "--no-golden", help="Forget the golden set (turns the gate off).")] = False,
+    floor: Annotated[list[str] | None, typer.Option(
+        help="Gate floor METRIC=VALUE (repeatable), e.g. --floor pass_rate=0.9 --floor "
+        "recall@10=0.85; METRIC=none removes one.")] = None,
+    reset_floors: Annotated[bool, typer.Option(
+        help="Back to the house floors before applying --floor.")] = False,
+    tolerance: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="Allowed regression against the active snapshot, absolute, "
+        "per metric (default 0.02).")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        help="Fixed abstention threshold for the gate's pass rate (default: calibrated).")]
+    = None,
+    json_out: bool = JsonOption,
+) -> None:
+    """Change a collection's settings: the golden set and floors of its activation gate."""
+    from pgcite._errors import ConfigError
+    from pgcite.evaluate import load_golden
+    from pgcite.store._collections import update_settings
+    from pgcite.store._gate import GateSettings, apply_floors
+
+    with user_errors(), client() as c:
+        info = c.collection(name).info
+        settings = info.settings
+        gate = GateSettings() if reset_floors else settings.gate
+        gate = apply_floors(gate, floor or [])
+        if tolerance is not None or threshold is not None:
+            gate = gate.model_copy(update={
+                "tolerance": gate.tolerance if tolerance is None else tolerance,
+                "threshold": gate.threshold if threshold is None else threshold})
+        updates: dict[str, object] = {"gate": gate}
+        if golden is not None and no_golden:
+            raise ConfigError("give --golden or --no-golden, not both")
+        if golden is not None:
+            load_golden(golden)  # refuse a path that is not a golden set, now
+            updates["golden"] = str(golden.resolve())
+        if no_golden:
+            updates["golden"] = None
+        with c.db.transaction() as conn:
+            info = update_settings(conn, name, settings.model_copy(update=updates))
+    if json_out:
+        emit_json(info)
+        return
+    s = info.settings
+    floors = ", ".join(f"{k} >= {v}" for k, v in s.gate.floors.items()) or "none"
+    console.print(f"[bold]{name}[/]: golden {s.golden or 'none (no gate)'}; floors {floors}; "
+                  f"tolerance {s.gate.tolerance}", highlight=False)

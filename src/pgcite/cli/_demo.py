@@ -67,6 +67,17 @@ def demo_command(
                 console.rule(f"[bold]{question}[/]{note}")
                 print_hits(result, explain=False)
         out["searches"] = results
+        from pgcite.cli._ask import print_answer
+
+        answers = []  # grounded answers: extractive (no model server), every citation checked
+        for question, cutoff in SAMPLE_QUESTIONS:
+            answer = col.answer(question, cutoff=cutoff)
+            answers.append(answer.model_dump(mode="json"))
+            if not json_out:
+                note = f"  (only entries up to {cutoff})" if cutoff else ""
+                console.rule(f"[bold]answer: {question}[/]{note}")
+                print_answer(answer, trace=False)
+        out["answers"] = answers
     if json_out:
         emit_json(out)
     if report.failed:

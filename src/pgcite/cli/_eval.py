@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from pgcite.evaluate import EvalResult, GoldenSet
 
 from pgcite.cli._common import JsonOption, console, emit_json, fail, settings, user_errors
 
@@ -33,6 +36,8 @@ def eval_command(
         help="Score this external TREC run file against the golden set instead.")] = None,
     compare: Annotated[tuple[Path, Path] | None, typer.Option(
         help="Print the differences between two results.json files (B - A) and exit.")] = None,
+    fusion: Annotated[str, typer.Option(help="Fusion of the hybrid mode: convex or rrf.")]
+    = "convex",
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     json_out: bool = JsonOption,
 ) -> None:
@@ -53,7 +58,7 @@ def eval_command(
             if collection is None:
                 raise fail("name the collection to evaluate")
             result = _evaluate(collection, gold, modes, top_k, depth, threshold,
-                               progress and not json_out)
+                               progress and not json_out, fusion)
         if out is not None:
             ev.write_reports(result, out)
         if save_run is not None:
@@ -66,8 +71,8 @@ def eval_command(
         console.print(f"reports in {out}/ (results.json, report.md, report.html)")
 
 
-def _evaluate(collection: str, gold: object, modes: str, top_k: int, depth: int,
-              threshold: float | None, progress: bool) -> object:
+def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: int,
+              threshold: float | None, progress: bool, fusion: str) -> EvalResult:
     from pgcite import evaluate as ev
     from pgcite._client import Client
     from pgcite._errors import ConfigError
@@ -79,13 +84,13 @@ def _evaluate(collection: str, gold: object, modes: str, top_k: int, depth: int,
         raise ConfigError(f"unknown mode(s) {bad or modes!r}", hint="use keyword,vector,hybrid")
     client = Client(settings())
     col = client.collection(collection)
-    searchers = {m: collection_searcher(col, mode=m, depth=depth) for m in wanted}
-    return ev.evaluate(gold, searchers, k=top_k, threshold=threshold,  # type: ignore[arg-type]
-                       progress=progress, metadata=run_metadata(col, {"depth": depth}))
+    searchers = {m: collection_searcher(col, mode=m, depth=depth, fusion=fusion) for m in wanted}
+    return ev.evaluate(gold, searchers, k=top_k, threshold=threshold, progress=progress,
+                       metadata=run_metadata(col, {"depth": depth, "fusion": fusion}))
 
 
-def _summary(result: object) -> str:
+def _summary(result: EvalResult) -> str:
     from pgcite.evaluate._report import render_markdown
     from pgcite.evaluate._tables import report_tables
 
-    return render_markdown(result, report_tables(result))  # type: ignore[arg-type]
+    return render_markdown(result, report_tables(result))

@@ -21,6 +21,8 @@ def print_report(report: IngestReport) -> None:
     if report.snapshot_id is not None:
         state = "active" if report.activated else "built, not active"
         console.print(f"snapshot {report.snapshot_id} ({state})")
+        if report.gate is not None:
+            console.print(f"gate {report.gate}", highlight=False)
     else:
         console.print("nothing changed: no new snapshot")
     for failure in report.failed:
@@ -50,7 +52,9 @@ def ingest_command(
 
     Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
     changed no snapshot is made. All-or-nothing: an interrupted run leaves the collection as it
-    was, and re-running resumes from the embedding cache. Exits 1 if any file failed.
+    was, and re-running resumes from the embedding cache. Exits 1 if any file failed. With a
+    golden set configured (`pgcite collection set --golden`) the snapshot goes live only if it
+    passes the activation gate; exits 1 if the gate refused it (it stays built, inactive).
     """
     from pgcite._client import Client
     from pgcite.ingest._loaders import FieldMapping, Overrides
@@ -67,5 +71,5 @@ def ingest_command(
         emit_json(report)
     else:
         print_report(report)
-    if report.failed:
+    if report.failed or (report.gate or "").startswith("refused"):
         raise typer.Exit(1)

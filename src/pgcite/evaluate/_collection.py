@@ -14,7 +14,10 @@ import numpy as np
 from pgcite.evaluate._driver import Searcher, SearchOutcome
 from pgcite.evaluate._golden import GoldenQuery, GoldenSet
 
-DEFAULT_DEPTH = 100  # hits retrieved per query: enough for Recall@100
+DEFAULT_DEPTH = 100  # documents wanted per query: enough for Recall@100
+# Judgments name documents, hits are chunks: several chunks of one document collapse into one
+# ranked document, so ask for more chunks than the documents wanted.
+CHUNKS_PER_DOCUMENT = 2
 
 
 def collection_searcher(
@@ -35,7 +38,7 @@ def collection_searcher(
         vector = vectors.get(query.id) if vectors is not None else None
         result = collection.search(
             query.text,
-            top_k=depth,
+            top_k=depth * CHUNKS_PER_DOCUMENT,
             mode=mode,
             cutoff=query.cutoff,
             query_vector=vector,

@@ -4,7 +4,10 @@ Crash safety comes from the order of work: embeddings are committed to the cache
 (so a killed run loses no embedding work), and everything users can see — versions, chunks, the
 snapshot, its BM25 postings and the active pointer — is written in ONE transaction at the end.
 A run killed at any moment leaves the collection exactly as it was; re-running resumes from the
-cache.
+cache (and a snapshot committed but not yet activated is found again, not duplicated).
+
+Activation here is unconditional; the gate (a collection with a golden set) is applied by the
+caller -- ``Collection.ingest`` builds inactive, evaluates, and activates only if it passes.
 """
 
 from __future__ import annotations
@@ -15,18 +18,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field
 
-from pgcite._errors import LoadError
+from pgcite._errors import ConfigError, LoadError
 from pgcite._progress import progress_bar
 from pgcite.config import Settings
-from pgcite.embed._base import Embedder
+from pgcite.embed._base import Embedder, EmbedderSpec
 from pgcite.embed._cache import embed_with_cache
-from pgcite.embed._registry import embedder_for
+from pgcite.embed._registry import embedder_for, load_embedder
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._types import ChunkDraft, Document
-from pgcite.store._collections import CollectionInfo, get_collection
+from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
 from pgcite.store._database import Database
 from pgcite.store._snapshots import (
     activate_snapshot,
@@ -34,6 +38,7 @@ from pgcite.store._snapshots import (
     build_snapshot,
     find_versions,
     insert_version,
+    lock_versions,
     member_versions,
 )
 
@@ -59,22 +64,27 @@ class IngestReport(BaseModel):
     failed: list[Failure] = Field(default_factory=list)
     snapshot_id: int | None = None
     activated: bool = False
+    gate: str | None = None  # the activation gate's outcome, when the collection has one
     seconds: float = 0.0
 
 
-def chunk_budget(info: CollectionInfo, embedder: Embedder) -> int:
+def chunk_budget(info: CollectionInfo, spec: EmbedderSpec) -> int:
     """The chunk token budget: the collection's, never above the model's max length (minus the
     two special tokens every sequence carries)."""
-    return min(info.settings.chunk_tokens, embedder.spec.max_tokens - 2)
+    return min(info.settings.chunk_tokens, spec.max_tokens - 2)
 
 
-def content_hash(doc: Document, info: CollectionInfo, embedder: Embedder) -> str:
-    """A version key: the source content plus everything that shapes its chunks and vectors."""
+def content_hash(doc: Document, info: CollectionInfo, spec: EmbedderSpec) -> str:
+    """A version key: the source content plus everything that shapes its chunks and vectors.
+
+    It needs only the model's recorded spec, so unchanged documents are recognised without
+    loading the model at all.
+    """
     payload = {
         "doc": doc.model_dump(mode="json"),
         "chunker": CHUNKER_VERSION,
-        "budget": chunk_budget(info, embedder),
-        "model": embedder.spec.model_key,
+        "budget": chunk_budget(info, spec),
+        "model": spec.model_key,
         "ts": info.ts_config,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
@@ -83,6 +93,25 @@ def content_hash(doc: Document, info: CollectionInfo, embedder: Embedder) -> str
 
 def embedding_text(chunk: ChunkDraft) -> str:
     return f"{chunk.title}\n{chunk.body}" if chunk.title else chunk.body
+
+
+def other_embedder(
+    db: Database, info: CollectionInfo, embedder_id: str, settings: Settings, *, replace: bool
+) -> Embedder:
+    """A build with another model than the collection's: it must replace every document (one
+    snapshot never mixes models), and the model gets its own partial HNSW index first."""
+    embedder = load_embedder(embedder_id, settings)
+    if embedder.spec.model_key != info.embedder.model_key:
+        if not replace:
+            raise ConfigError(
+                f"a build with {embedder.spec.model_key} must hold every document "
+                f"(the collection records {info.embedder.model_key})",
+                hint="add --replace with every source, or give no PATH to re-embed the "
+                "active snapshot",
+            )
+        with db.transaction() as conn:
+            ensure_vector_index(conn, info.schema_name, embedder.spec, info.settings.halfvec)
+    return embedder
 
 
 def _load(
@@ -113,30 +142,40 @@ def ingest(
     activate: bool = True,
     progress: bool = True,
     settings: Settings | None = None,
+    embedder_id: str | None = None,
 ) -> IngestReport:
     """Ingest ``paths`` into a new snapshot of ``collection``.
 
     By default the new snapshot is the active one plus these documents (a changed document
     replaces its old version); with ``replace`` it holds only these documents. If nothing would
     change, no snapshot is made. With ``activate`` the snapshot goes live in the same transaction.
+    ``embedder_id`` builds with another model than the collection's (needs ``replace``); the
+    collection's recorded model changes only when that snapshot is activated.
     """
     started = time.monotonic()
     settings = settings or Settings()
     with db.connect() as conn:
         info = get_collection(conn, collection)
-    embedder = embedder_for(info.embedder, settings)
+    # The collection's own model is loaded only when something needs chunking (its tokenizer)
+    # or embedding, and then must be exactly the recorded version.
+    embedder = (None if embedder_id is None
+                else other_embedder(db, info, embedder_id, settings, replace=replace))
+    spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
     docs = _load(paths, mapping, overrides, report)
     report.documents = len(docs)
-    hashes = {doc.document_id: content_hash(doc, info, embedder) for doc in docs}
+    hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}
     with db.connect() as conn:
         existing = find_versions(conn, info, list(hashes.items()))
     fresh = [d for d in docs if (d.document_id, hashes[d.document_id]) not in existing]
     report.unchanged = len(docs) - len(fresh)
 
-    budget = chunk_budget(info, embedder)
+    if embedder is None and fresh:
+        embedder = embedder_for(info.embedder, settings)
+    budget = chunk_budget(info, spec)
     chunked: list[tuple[Document, list[ChunkDraft]]] = []
     for doc in fresh:
+        assert embedder is not None  # loaded above whenever there is something fresh
         chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget)
         if chunks:
             chunked.append((doc, chunks))
@@ -144,23 +183,26 @@ def ingest(
             report.skipped += 1  # nothing but whitespace
     texts = [embedding_text(c) for _, chunks in chunked for c in chunks]
 
-    with progress_bar(progress) as bar:
-        task = bar.add_task(f"embedding ({embedder.spec.id})", total=len(texts))
-        vectors, counts = embed_with_cache(
-            db, embedder, texts, batch_size=settings.embed_batch_size,
-            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
-    report.embedded, report.cached = counts.embedded, counts.cached
+    vectors = np.zeros((0, spec.dim), dtype=np.float32)
+    if embedder is not None and texts:
+        with progress_bar(progress) as bar:
+            task = bar.add_task(f"embedding ({spec.id})", total=len(texts))
+            vectors, counts = embed_with_cache(
+                db, embedder, texts, batch_size=settings.embed_batch_size,
+                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+            )
+        report.embedded, report.cached = counts.embedded, counts.cached
 
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")
+        lock_versions(conn, info, existing.values())  # gc may have run since find_versions
         new_pks: dict[str, int] = {}
         offset = 0
         for doc, chunks in chunked:
             new_pks[doc.document_id] = insert_version(
                 conn, info, document_id=doc.document_id, content_hash=hashes[doc.document_id],
                 source=doc.source, chunks=chunks, vectors=vectors[offset: offset + len(chunks)],
-                spec=embedder.spec, corpus_version=corpus_version,
+                spec=spec, corpus_version=corpus_version,
             )
             offset += len(chunks)
         report.new_versions = len(new_pks)
@@ -173,11 +215,11 @@ def ingest(
             report.seconds = round(time.monotonic() - started, 3)
             return report  # nothing would change: no new snapshot
         report.snapshot_id = build_snapshot(
-            conn, info, members.values(), spec=embedder.spec, corpus_version=corpus_version,
+            conn, info, members.values(), spec=spec, corpus_version=corpus_version,
             note=f"ingest of {', '.join(str(p) for p in paths)[:200]}",
         )
         if activate:
-            activate_snapshot(conn, info, report.snapshot_id)
+            activate_snapshot(conn, info, report.snapshot_id, spec=spec)
             report.activated = True
     report.seconds = round(time.monotonic() - started, 3)
     return report

@@ -13,7 +13,7 @@ from pgcite.embed._base import Embedder
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._sql import Mode, build_search_sql
+from pgcite.retrieve._sql import FUSIONS, Fusion, Mode, build_search_sql
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -34,6 +34,7 @@ class SearchOptions:
         weights: tuple[float, float] = (1.0, 1.0),
         ef_search: int = 100,
         ordering: Ordering = "score",
+        fusion: str = "rrf",
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}", hint="use keyword, vector or hybrid")
@@ -41,6 +42,8 @@ class SearchOptions:
             raise ConfigError(f"top_k must be between 1 and 1000, not {top_k}")
         if fetch_multiplier < 1 or rrf_k < 1 or not 1 <= ef_search <= 1000:
             raise ConfigError("fetch_multiplier and rrf_k must be >= 1, ef_search 1..1000")
+        if fusion not in FUSIONS:
+            raise ConfigError(f"unknown fusion {fusion!r}", hint="use rrf or convex")
         if ordering not in ("score", "corpus"):
             raise ConfigError(f"unknown ordering {ordering!r}", hint="use score or corpus")
         self.top_k = top_k
@@ -50,6 +53,7 @@ class SearchOptions:
         self.weights = weights
         self.ef_search = ef_search
         self.ordering: Ordering = ordering
+        self.fusion: Fusion = fusion  # type: ignore[assignment]
 
 
 def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
@@ -113,7 +117,7 @@ def run_search(
         schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
-        filtered=bool(compiled.clauses),
+        filtered=bool(compiled.clauses), fusion=options.fusion,
     )
     t0 = time.perf_counter()
     with conn.transaction(), conn.cursor(row_factory=psycopg.rows.dict_row) as cur:

@@ -15,6 +15,7 @@ from psycopg import sql
 from pgcite.store._collections import MAX_VECTOR_INDEX_DIM, vector_expression
 
 Mode = Literal["keyword", "vector", "hybrid"]
+Fusion = Literal["rrf", "convex"]
 
 # BM25 over precomputed postings: sum the weights of the query's terms per chunk. The query is
 # analysed by the same to_tsvector configuration as the documents.
@@ -28,12 +29,14 @@ kw_terms AS (
          unnest(po.chunk_pks, po.weights) AS p(chunk_pk, weight)
     WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
     GROUP BY p.chunk_pk
-), kw AS (
+), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score,
            row_number() OVER (ORDER BY k.score DESC, k.chunk_pk) AS rank
     FROM kw_scored k {join}
     ORDER BY k.score DESC, k.chunk_pk
     LIMIT %(fetch)s
+), kw AS (
+    SELECT *, {norm_score} AS norm FROM kw_top
 )"""
 # Filters need the chunk row; without them, the postings alone rank (half the work).
 _KEYWORD_JOIN = "JOIN {s}.chunks c USING (chunk_pk) WHERE {filters} {constraint}"
@@ -51,17 +54,31 @@ vec_near AS (
     ORDER BY {expr} <=> %(query_vector)s::{vtype}({dim})
     LIMIT %(fetch)s
 ), vec AS (
-    SELECT chunk_pk, distance, row_number() OVER (ORDER BY distance, chunk_pk) AS rank
+    SELECT chunk_pk, distance, row_number() OVER (ORDER BY distance, chunk_pk) AS rank,
+           {norm_similarity} AS norm
     FROM vec_near
 )"""
 
-_EMPTY_KW = "kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank WHERE false)"
-_EMPTY_VEC = "vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance, NULL::bigint AS rank WHERE false)"
+# Min-max normalisation over a leg's own candidates (1 when they all score the same): the
+# convex fusion compares legs on this common 0..1 scale.
+_NORM = ("coalesce(({x} - min({x}) OVER ()) / nullif(max({x}) OVER () - min({x}) OVER (), 0),"
+         " 1.0)")
+
+_EMPTY_KW = ("kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank,"
+             " NULL::float8 AS norm WHERE false)")
+_EMPTY_VEC = ("vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance,"
+              " NULL::bigint AS rank, NULL::float8 AS norm WHERE false)")
+
+# Reciprocal rank fusion: rank-only, robust to the legs' score scales.
+_RRF = ("coalesce(%(w_keyword)s / (%(rrf_k)s + k.rank), 0)"
+        " + coalesce(%(w_vector)s / (%(rrf_k)s + v.rank), 0)")
+# Convex combination of min-max normalised scores, weights scaled to sum to 1.
+_CONVEX = ("(%(w_keyword)s * coalesce(k.norm, 0) + %(w_vector)s * coalesce(v.norm, 0))"
+           " / (%(w_keyword)s + %(w_vector)s)")
 
 _FUSE = """
 SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
-       coalesce(%(w_keyword)s / (%(rrf_k)s + k.rank), 0)
-         + coalesce(%(w_vector)s / (%(rrf_k)s + v.rank), 0) AS fused,
+       {fusion} AS fused,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
@@ -69,6 +86,7 @@ FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
 JOIN {s}.chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
 ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
 """
+FUSIONS = {"rrf": _RRF, "convex": _CONVEX}
 
 
 def build_search_sql(
@@ -82,6 +100,7 @@ def build_search_sql(
     filters: sql.Composable,
     constraint: bool,
     filtered: bool = True,
+    fusion: Fusion = "rrf",
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
 
@@ -94,19 +113,22 @@ def build_search_sql(
     vtype = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
     ctes: list[sql.Composable] = []
     if mode in ("keyword", "hybrid"):
-        join = sql.SQL("")
+        join: sql.Composable = sql.SQL("")
         if filtered or constraint:
             join = sql.SQL(_KEYWORD_JOIN).format(s=schema, filters=filters,
                                                  constraint=constraint_sql)
-        ctes.append(sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=join))
+        ctes.append(sql.SQL(_KEYWORD).format(
+            s=schema, cfg=sql.Literal(ts_config), join=join,
+            norm_score=sql.SQL(_NORM.format(x="score"))))
     else:
         ctes.append(sql.SQL(_EMPTY_KW))
     if mode in ("vector", "hybrid"):
         ctes.append(sql.SQL(_VECTOR).format(
             s=schema, expr=vector_expression(dim, halfvec), vtype=sql.SQL(vtype),
             dim=sql.Literal(dim), model=sql.Literal(model_key), filters=filters,
-            constraint=constraint_sql))
+            constraint=constraint_sql, norm_similarity=sql.SQL(_NORM.format(x="(1 - distance)"))))
     else:
         ctes.append(sql.SQL(_EMPTY_VEC))
     return sql.SQL("WITH {ctes} {fuse}").format(
-        ctes=sql.SQL(",").join(ctes), fuse=sql.SQL(_FUSE).format(s=schema))
+        ctes=sql.SQL(",").join(ctes),
+        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(FUSIONS[fusion])))

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
 from pgcite.embed._base import EmbedderSpec
+from pgcite.store._gate import GateSettings
 from pgcite.store._migrations import migrate
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -35,7 +36,9 @@ class CollectionSettings(BaseModel):
     halfvec: bool = Field(default=False, description="index embeddings as halfvec (half size)")
     chunk_tokens: int = Field(default=350, ge=32, le=8192)
     persona_author: str | None = None
-    golden: str | None = None
+    golden: str | None = Field(
+        default=None, description="golden set that gates activation (None: no gate)")
+    gate: GateSettings = Field(default_factory=GateSettings)
 
 
 class CollectionInfo(BaseModel):
@@ -115,18 +118,22 @@ def vector_opclass(dim: int, halfvec: bool) -> sql.Composable:
     return sql.SQL(f"{kind}_cosine_ops")
 
 
+def vector_index_name(model_key: str) -> str:
+    """The name of a model's partial HNSW index (a hash: model keys are not identifiers)."""
+    return f"chunks_hnsw_{hashlib.sha1(model_key.encode()).hexdigest()[:10]}"
+
+
 def ensure_vector_index(
     conn: psycopg.Connection, schema_name: str, spec: EmbedderSpec, halfvec: bool
 ) -> None:
     """An HNSW index (cosine) over this model's embeddings only: a partial index per model lets
     embeddings of different dimensions live in one table during a model switch."""
-    suffix = hashlib.sha1(spec.model_key.encode()).hexdigest()[:10]
     conn.execute(
         sql.SQL(
             "CREATE INDEX IF NOT EXISTS {name} ON {schema}.chunks USING hnsw ({expr} {ops})"
             " WITH (m = {m}, ef_construction = {efc}) WHERE embed_model = {model}"
         ).format(
-            name=sql.Identifier(f"chunks_hnsw_{suffix}"),
+            name=sql.Identifier(vector_index_name(spec.model_key)),
             schema=sql.Identifier(schema_name),
             expr=vector_expression(spec.dim, halfvec),
             ops=vector_opclass(spec.dim, halfvec),
@@ -134,6 +141,29 @@ def ensure_vector_index(
             efc=sql.Literal(HNSW_EF_CONSTRUCTION),
             model=sql.Literal(spec.model_key),
         )
+    )
+
+
+def update_settings(
+    conn: psycopg.Connection, name: str, settings: CollectionSettings
+) -> CollectionInfo:
+    """Replace a collection's settings (validated by the model before they reach the row)."""
+    row = conn.execute(
+        "UPDATE pgcite.collections SET settings = %s WHERE name = %s"
+        " RETURNING name, schema_name, ts_config, embedder, settings, created_at",
+        (Jsonb(settings.model_dump(mode="json")), validate_name(name)),
+    ).fetchone()
+    if row is None:
+        return get_collection(conn, name)  # raises CollectionNotFound with the usual hint
+    return _row_to_info(row)
+
+
+def set_embedder(conn: psycopg.Connection, name: str, spec: EmbedderSpec) -> None:
+    """Record the collection's embedder: only ever called when a snapshot embedded with
+    ``spec`` becomes active, so the record always names the model that serves queries."""
+    conn.execute(
+        "UPDATE pgcite.collections SET embedder = %s WHERE name = %s",
+        (Jsonb(spec.model_dump()), validate_name(name)),
     )
 
 

@@ -1,5 +1,10 @@
 """Immutable snapshots: a set of document versions, embedded with one model, with frozen BM25
-statistics. Queries see exactly one snapshot (the active one); activation is one UPDATE."""
+statistics. Queries see exactly one snapshot (the active one); activation is one UPDATE.
+
+Lifecycle (docs/snapshots.md): build (inactive) → evaluate → activate through the gate →
+rollback → garbage-collect. A snapshot is identified by its content: building the same versions
+with the same model again returns the existing snapshot, so a resumed build is idempotent.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,12 @@ from pydantic import BaseModel, ConfigDict
 from pgcite._errors import PgciteError
 from pgcite.embed._base import EmbedderSpec, Vectors
 from pgcite.ingest._types import ChunkDraft
-from pgcite.store._collections import CollectionInfo
+from pgcite.store._collections import (
+    CollectionInfo,
+    get_collection,
+    set_embedder,
+    vector_index_name,
+)
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -70,6 +80,30 @@ def active_snapshot(conn: psycopg.Connection, info: CollectionInfo) -> SnapshotI
     )
     row = conn.execute(query).fetchone()
     return _to_snapshot(row) if row else None
+
+
+def get_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int) -> SnapshotInfo:
+    query = sql.SQL(_SNAPSHOT_SELECT + " WHERE s.snapshot_id = %s").format(s=info.schema_id)
+    row = conn.execute(query, (snapshot_id,)).fetchone()
+    if row is None:
+        known = [s.snapshot_id for s in list_snapshots(conn, info)]
+        raise PgciteError(
+            f"collection {info.name!r} has no snapshot {snapshot_id}",
+            hint=f"snapshots: {', '.join(map(str, known))}" if known else "build one first",
+        )
+    return _to_snapshot(row)
+
+
+def store_evaluation(
+    conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int, evaluation: dict[str, Any]
+) -> None:
+    """Record a snapshot's evaluation (the only column of a snapshot that changes after it is
+    built: its members, chunks and postings never do)."""
+    conn.execute(
+        sql.SQL("UPDATE {s}.snapshots SET evaluation = %s WHERE snapshot_id = %s").format(
+            s=info.schema_id),
+        (Jsonb(evaluation), snapshot_id),
+    )
 
 
 def find_versions(
@@ -154,7 +188,14 @@ def build_snapshot(
     corpus_version: str | None = None,
     note: str | None = None,
 ) -> int:
-    """Create a ready snapshot over these versions, with BM25 postings and statistics."""
+    """Create a ready snapshot over these versions, with BM25 postings and statistics.
+
+    If a ready snapshot with exactly these versions, model and corpus version exists already, its
+    id is returned instead: a build resumed after a crash (or run twice) makes no duplicate."""
+    pks = sorted(set(version_pks))
+    same = _identical_snapshot(conn, info, pks, spec, corpus_version)
+    if same is not None:
+        return same
     row = conn.execute(
         sql.SQL(
             "INSERT INTO {s}.snapshots (embed_model, embed_dim, ts_config, corpus_version, note,"
@@ -169,13 +210,35 @@ def build_snapshot(
             "INSERT INTO {s}.snapshot_members (snapshot_id, version_pk)"
             " SELECT %s, unnest(%s::bigint[])"
         ).format(s=info.schema_id),
-        (snapshot_id, sorted(set(version_pks))),
+        (snapshot_id, pks),
     )
     _check_single_model(conn, info, snapshot_id, spec)
     conn.execute(_POSTINGS_SQL.format(s=info.schema_id), {
         "sid": snapshot_id, "k1": BM25_K1, "b": BM25_B})
     conn.execute(_FINALIZE_SQL.format(s=info.schema_id), {"sid": snapshot_id})
     return snapshot_id
+
+
+def _identical_snapshot(
+    conn: psycopg.Connection,
+    info: CollectionInfo,
+    pks: list[int],
+    spec: EmbedderSpec,
+    corpus_version: str | None,
+) -> int | None:
+    row = conn.execute(
+        sql.SQL(
+            "SELECT s.snapshot_id FROM {s}.snapshots s WHERE s.state = 'ready'"
+            " AND s.embed_model = %(model)s AND s.corpus_version IS NOT DISTINCT FROM %(cv)s"
+            " AND (SELECT count(*) FROM {s}.snapshot_members m"
+            "      WHERE m.snapshot_id = s.snapshot_id) = cardinality(%(pks)s::bigint[])"
+            " AND NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
+            "      WHERE m.snapshot_id = s.snapshot_id AND m.version_pk <> ALL(%(pks)s))"
+            " ORDER BY s.snapshot_id DESC LIMIT 1"
+        ).format(s=info.schema_id),
+        {"model": spec.model_key, "cv": corpus_version, "pks": pks},
+    ).fetchone()
+    return int(row[0]) if row else None
 
 
 def _check_single_model(
@@ -192,6 +255,20 @@ def _check_single_model(
         raise PgciteError(
             f"snapshot would mix embedding models ({spec.model_key} and {other[0][0]})",
             hint="re-embed every document with one model (a full rebuild)",
+        )
+    # The snapshot records one dimension; queries cast to it, so every vector must have it.
+    wrong = conn.execute(
+        sql.SQL(
+            "SELECT c.id, vector_dims(c.embedding) FROM {s}.chunks c JOIN {s}.snapshot_members m"
+            " USING (version_pk) WHERE m.snapshot_id = %s AND vector_dims(c.embedding) <> %s"
+            " LIMIT 1"
+        ).format(s=info.schema_id),
+        (snapshot_id, spec.dim),
+    ).fetchone()
+    if wrong:
+        raise PgciteError(
+            f"chunk {wrong[0]} has a {wrong[1]}-dim vector but {spec.model_key} gives {spec.dim}",
+            hint="re-embed it: the snapshot would be unsearchable",
         )
 
 
@@ -245,6 +322,9 @@ WHERE snapshot_id = %(sid)s
 """)
 
 
+ANY_ACTIVE = -1  # activate_snapshot(expect_active=...): do not check what is active now
+
+
 def activate_snapshot(
     conn: psycopg.Connection,
     info: CollectionInfo,
@@ -252,23 +332,38 @@ def activate_snapshot(
     *,
     forced: bool = False,
     detail: dict[str, Any] | None = None,
+    spec: EmbedderSpec | None = None,
+    expect_active: int | None = ANY_ACTIVE,
 ) -> int | None:
-    """Make ``snapshot_id`` the active one (in the caller's transaction); returns the previous."""
-    state = conn.execute(
-        sql.SQL("SELECT state FROM {s}.snapshots WHERE snapshot_id = %s").format(s=info.schema_id),
-        (snapshot_id,),
-    ).fetchone()
-    if state is None or state[0] != "ready":
+    """Make ``snapshot_id`` the active one (in the caller's transaction); returns the previous.
+
+    ``expect_active``: refuse if another snapshot became active meanwhile (the gate compared
+    against the one it expected). ``spec``: the snapshot's embedder, needed when it differs from
+    the collection's recorded one -- the record switches in this same transaction, so the
+    recorded embedder always names the model that serves queries.
+    """
+    snapshot = get_snapshot(conn, info, snapshot_id)
+    if snapshot.state != "ready":
         raise PgciteError(
             f"snapshot {snapshot_id} of {info.name!r} is not ready to activate"
-            + (f" (state: {state[0]})" if state else " (no such snapshot)"),
+            f" (state: {snapshot.state})",
             hint="see `pgcite snapshot list`",
         )
     # Lock the pointer row so two activations serialise.
     previous = conn.execute(
-        sql.SQL("SELECT snapshot_id FROM {s}.active FOR UPDATE").format(s=info.schema_id)
+        sql.SQL("SELECT snapshot_id, previous_id FROM {s}.active FOR UPDATE").format(
+            s=info.schema_id)
     ).fetchone()
     previous_id = previous[0] if previous else None
+    if expect_active != ANY_ACTIVE and previous_id != expect_active:
+        raise PgciteError(
+            f"snapshot {previous_id} became active in {info.name!r} while snapshot "
+            f"{snapshot_id} was being checked against {expect_active}",
+            hint="run the activation again: it re-checks against the new active snapshot",
+        )
+    if previous_id == snapshot_id:
+        return previous[1] if previous else None  # already active: nothing to switch
+    switched = _record_embedder(conn, info, snapshot, spec)
     conn.execute(
         sql.SQL(
             "INSERT INTO {s}.active (singleton, snapshot_id, previous_id) VALUES (true, %s, %s)"
@@ -282,7 +377,158 @@ def activate_snapshot(
             "INSERT INTO {s}.activations (snapshot_id, previous_id, forced, detail)"
             " VALUES (%s, %s, %s, %s)"
         ).format(s=info.schema_id),
-        (snapshot_id, previous_id, forced, Jsonb(detail or {})),
+        (snapshot_id, previous_id, forced, Jsonb({**(detail or {}), **switched})),
     )
+    # Delivered at commit, to every process LISTENing (their active-pointer caches).
     conn.execute("SELECT pg_notify('pgcite_active', %s)", (f"{info.name}:{snapshot_id}",))
     return previous_id
+
+
+def _record_embedder(
+    conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+    spec: EmbedderSpec | None,
+) -> dict[str, Any]:
+    """Switch the collection's recorded embedder to the snapshot's model if it differs."""
+    conn.execute("SELECT 1 FROM pgcite.collections WHERE name = %s FOR UPDATE", (info.name,))
+    recorded = get_collection(conn, info.name).embedder
+    if recorded.model_key == snapshot.embed_model:
+        return {}
+    if spec is None or spec.model_key != snapshot.embed_model or spec.dim != snapshot.embed_dim:
+        raise PgciteError(
+            f"snapshot {snapshot.snapshot_id} was embedded with {snapshot.embed_model} "
+            f"({snapshot.embed_dim} dims) but {info.name!r} records {recorded.model_key}",
+            hint="activate it with `pgcite snapshot activate`, which loads that model",
+        )
+    set_embedder(conn, info.name, spec)
+    return {"embedder": {"from": recorded.model_key, "to": spec.model_key}}
+
+
+class Activation(BaseModel):
+    """One row of a collection's activation log."""
+
+    at: dt.datetime
+    snapshot_id: int
+    previous_id: int | None
+    forced: bool
+    detail: dict[str, Any]
+
+
+def activations(conn: psycopg.Connection, info: CollectionInfo) -> list[Activation]:
+    rows = conn.execute(
+        sql.SQL("SELECT at, snapshot_id, previous_id, forced, detail FROM {s}.activations"
+                " ORDER BY at, snapshot_id").format(s=info.schema_id)
+    ).fetchall()
+    keys = list(Activation.model_fields)
+    return [Activation(**dict(zip(keys, row, strict=True))) for row in rows]
+
+
+def previous_snapshot(conn: psycopg.Connection, info: CollectionInfo) -> int | None:
+    """The snapshot that was active before the current one (the rollback target)."""
+    row = conn.execute(
+        sql.SQL("SELECT previous_id FROM {s}.active").format(s=info.schema_id)).fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+# --- garbage collection -------------------------------------------------------------------------
+# gc and the final transaction of a build exclude each other with one advisory lock per
+# collection: builds take it shared (many may commit at once), gc exclusive. A build that reuses
+# an existing version re-checks, under the lock, that gc has not removed it.
+
+
+def _lock_key(info: CollectionInfo) -> str:
+    return f"pgcite:build:{info.schema_name}"
+
+
+def lock_versions(conn: psycopg.Connection, info: CollectionInfo, version_pks: Iterable[int]) -> None:
+    """In a build's final transaction: keep gc out, and make sure the reused versions exist."""
+    conn.execute("SELECT pg_advisory_xact_lock_shared(hashtextextended(%s, 0))",
+                 (_lock_key(info),))
+    pks = sorted(set(version_pks))
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {s}.versions WHERE version_pk = ANY(%s)"
+                " FOR KEY SHARE) v").format(s=info.schema_id),
+        (pks,),
+    ).fetchone()
+    if row is None or row[0] != len(pks):
+        raise PgciteError(
+            f"`pgcite snapshot gc` removed versions of {info.name!r} this build reuses",
+            hint="run the build again (embeddings are cached: nothing is embedded twice)",
+        )
+
+
+class GcReport(BaseModel):
+    collection: str
+    snapshots_removed: list[int]
+    versions_removed: int
+    chunks_removed: int
+    indexes_dropped: list[str] = []
+    dry_run: bool = False
+
+
+def collect_garbage(
+    conn: psycopg.Connection,
+    info: CollectionInfo,
+    *,
+    older_than: dt.timedelta,
+    keep_retired: int,
+    dry_run: bool = False,
+) -> GcReport:
+    """Remove snapshots nobody can activate any more, then versions (and their chunks) that no
+    snapshot references. Never touches the active snapshot or the rollback target.
+
+    Removed: never-activated snapshots created before ``older_than`` ago (refused, abandoned or
+    superseded builds), and retired snapshots beyond the ``keep_retired`` most recently active.
+    """
+    got = conn.execute("SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))",
+                       (_lock_key(info),)).fetchone()
+    if not got or not got[0]:
+        raise PgciteError(f"a build of {info.name!r} is committing now",
+                          hint="run gc again in a moment")
+    with conn.transaction(force_rollback=dry_run):
+        doomed = [r[0] for r in conn.execute(_DOOMED_SQL.format(s=info.schema_id), {
+            "older": older_than, "keep": keep_retired})]
+        conn.execute(sql.SQL("DELETE FROM {s}.snapshots WHERE snapshot_id = ANY(%s)").format(
+            s=info.schema_id), (doomed,))
+        removed = conn.execute(sql.SQL(
+            "DELETE FROM {s}.versions v WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
+            " WHERE m.version_pk = v.version_pk) RETURNING n_chunks").format(s=info.schema_id)
+        ).fetchall()
+    return GcReport(collection=info.name, snapshots_removed=sorted(doomed),
+                    versions_removed=len(removed), chunks_removed=sum(r[0] for r in removed),
+                    dry_run=dry_run)
+
+
+_DOOMED_SQL = sql.SQL("""
+WITH pointer AS (
+    SELECT snapshot_id AS id FROM {s}.active UNION SELECT previous_id FROM {s}.active
+), last_active AS (
+    SELECT snapshot_id, max(at) AS at FROM {s}.activations GROUP BY snapshot_id
+), retired AS (
+    SELECT snapshot_id, row_number() OVER (ORDER BY at DESC, snapshot_id DESC) AS n
+    FROM last_active WHERE snapshot_id NOT IN (SELECT id FROM pointer WHERE id IS NOT NULL)
+)
+SELECT s.snapshot_id FROM {s}.snapshots s
+LEFT JOIN last_active l USING (snapshot_id) LEFT JOIN retired r USING (snapshot_id)
+WHERE s.snapshot_id NOT IN (SELECT id FROM pointer WHERE id IS NOT NULL)
+  AND ((l.snapshot_id IS NULL AND s.created_at < now() - %(older)s) OR r.n > %(keep)s)
+FOR UPDATE OF s
+""")
+
+
+def unused_vector_indexes(conn: psycopg.Connection, info: CollectionInfo) -> list[str]:
+    """Partial HNSW indexes of models that no stored chunk uses (and the collection does not
+    record): left behind by a model switch once gc removed the old snapshots."""
+    live = {vector_index_name(info.embedder.model_key)} | {
+        vector_index_name(r[0]) for r in conn.execute(
+            sql.SQL("SELECT DISTINCT embed_model FROM {s}.chunks").format(s=info.schema_id))
+    }
+    names = [r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND tablename = 'chunks'"
+        " AND indexname LIKE 'chunks\\_hnsw\\_%%'", (info.schema_name,))]
+    return sorted(n for n in names if n not in live)
+
+
+def drop_index_concurrently(conn: psycopg.Connection, info: CollectionInfo, name: str) -> None:
+    """DROP INDEX CONCURRENTLY (needs an autocommit connection): queries are never blocked."""
+    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}.{}").format(
+        info.schema_id, sql.Identifier(name)))

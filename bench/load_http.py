@@ -1,0 +1,208 @@
+"""Load test of the HTTP service on loopback: N concurrent clients POST /answer (extractive, no
+model server) for a fixed time; reports throughput, latency percentiles, errors, and the
+server's own per-stage means from /metrics.
+
+    .venv/bin/python bench/load_http.py                 # 32 clients, 20 s
+    .venv/bin/python bench/load_http.py --clients 32 --seconds 60 --endpoint search
+
+It builds the demo collection (Pepys, Sept-Dec 1666, shipped in the package) in bench/.data
+unless PGCITE_DATA_DIR / PGCITE_DATABASE_URL say otherwise, creates a reader key, starts
+`pgcite serve` as a child process, and writes bench/results/http_load/{results.json,report.md}.
+Exit status 1 if any request failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import pgcite
+from pgcite.cli._demo import SAMPLE_QUESTIONS, sample_path
+from pgcite.service import create_key
+
+ROOT = Path(__file__).resolve().parent
+RESULTS = ROOT / "results" / "http_load"
+QUESTIONS = [q for q, _ in SAMPLE_QUESTIONS] + [
+    "What did Pepys do on the day the fire began?",
+    "Who was the Lord Mayor during the fire?",
+    "What did Pepys think of Isaac Newton's theory of gravity?",  # an absent question
+    "How much money did Pepys have at the end of the year?",
+]
+
+
+def _settings() -> pgcite.Settings:
+    overrides: dict[str, Any] = {}
+    if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
+        overrides["data_dir"] = ROOT / ".data"
+    return pgcite.Settings(**overrides)
+
+
+def prepare(settings: pgcite.Settings, name: str) -> str:
+    """The collection (ingested once; re-runs embed nothing) and a fresh reader key."""
+    with pgcite.Client(settings) as client:
+        try:
+            col = client.collection(name)
+        except pgcite.CollectionNotFound:
+            col = client.create_collection(name)
+        col.ingest([sample_path()], overrides=pgcite.Overrides(author="Samuel Pepys",
+                                                                corpus="A"))
+        with client.db.transaction() as conn:
+            return create_key(conn, name, "reader", note="bench/load_http.py").token
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_server(settings: pgcite.Settings, port: int) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-c", "from pgcite.cli import main; main()"]
+    if settings.database_url is None:
+        args += ["--data-dir", str(settings.data_dir)]
+    args += ["serve", "--port", str(port), "--log-level", "warning"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL)
+
+
+def wait_ready(base: str, server: subprocess.Popen[bytes], timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with status {server.returncode}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("the server did not become ready")
+
+
+async def _worker(http: httpx.AsyncClient, url: str, field: str, index: int, deadline: float,
+                  out: dict[str, list[Any]]) -> None:
+    i = index
+    while time.monotonic() < deadline:
+        body = {field: QUESTIONS[i % len(QUESTIONS)], "top_k": 5}
+        i += 1
+        started = time.perf_counter()
+        try:
+            resp = await http.post(url, json=body)
+            ok = resp.status_code == 200
+            detail = None if ok else f"HTTP {resp.status_code}: {resp.text[:200]}"
+        except httpx.HTTPError as exc:
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        out["latency_ms"].append((time.perf_counter() - started) * 1000)
+        if not ok:
+            out["errors"].append(detail)
+
+
+async def run_load(base: str, token: str, collection: str, endpoint: str, clients: int,
+                   seconds: float) -> dict[str, list[Any]]:
+    url = f"{base}/v1/collections/{collection}/{endpoint}"
+    field = "question" if endpoint == "answer" else "query"
+    out: dict[str, list[Any]] = {"latency_ms": [], "errors": []}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, limits=limits,
+                                 timeout=60) as http:
+        deadline = time.monotonic() + seconds
+        await asyncio.gather(*(_worker(http, url, field, i, deadline, out)
+                               for i in range(clients)))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1]
+
+
+def stage_means(metrics_text: str) -> dict[str, float]:
+    """Mean ms per pipeline stage, from the server's Prometheus histograms."""
+    sums = dict(re.findall(r'pgcite_stage_duration_seconds_sum\{stage="(\w+)"\} (\S+)',
+                           metrics_text))
+    counts = dict(re.findall(r'pgcite_stage_duration_seconds_count\{stage="(\w+)"\} (\S+)',
+                             metrics_text))
+    return {s: round(float(sums[s]) / float(counts[s]) * 1000, 2) for s in sums
+            if float(counts.get(s, 0))}
+
+
+def summarise(raw: dict[str, list[Any]], args: argparse.Namespace, wall_s: float,
+              stages: dict[str, float]) -> dict[str, Any]:
+    lat = raw["latency_ms"]
+    return {
+        "endpoint": args.endpoint, "clients": args.clients, "seconds": args.seconds,
+        "requests": len(lat), "errors": len(raw["errors"]),
+        "error_samples": sorted(set(raw["errors"]))[:5],
+        "throughput_rps": round(len(lat) / wall_s, 2),
+        "latency_ms": {
+            "p50": round(_percentile(lat, 50), 1), "p95": round(_percentile(lat, 95), 1),
+            "p99": round(_percentile(lat, 99), 1), "max": round(max(lat), 1),
+            "mean": round(statistics.fmean(lat), 1)},
+        "server_stage_mean_ms": stages,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "command": " ".join(["bench/load_http.py", *sys.argv[1:]]),
+    }
+
+
+def report_md(r: dict[str, Any]) -> str:
+    lat = r["latency_ms"]
+    stages = ", ".join(f"{k} {v} ms" for k, v in r["server_stage_mean_ms"].items())
+    return "\n".join([
+        "# HTTP load test", "",
+        f"`{r['command']}`: {r['clients']} concurrent clients on loopback for {r['seconds']} s, "
+        f"POST /v1/collections/…/{r['endpoint']} (extractive, no model server), "
+        f"{r['machine']['cpus']} CPUs (load generator and server share them).", "",
+        "| requests | errors | throughput | p50 | p95 | p99 | max |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {r['requests']} | {r['errors']} | {r['throughput_rps']} req/s | {lat['p50']} ms "
+        f"| {lat['p95']} ms | {lat['p99']} ms | {lat['max']} ms |", "",
+        f"Server-side mean per stage (from /metrics): {stages}.", "",
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--endpoint", choices=["answer", "search"], default="answer")
+    parser.add_argument("--collection", default="pepys_http")
+    args = parser.parse_args()
+    settings = _settings()
+    token = prepare(settings, args.collection)
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(settings, port)
+    try:
+        wait_ready(base, server)
+        asyncio.run(run_load(base, token, args.collection, args.endpoint, 4, 2))  # warm up
+        started = time.monotonic()
+        raw = asyncio.run(run_load(base, token, args.collection, args.endpoint, args.clients,
+                                   args.seconds))
+        wall = time.monotonic() - started
+        stages = stage_means(httpx.get(f"{base}/metrics").text)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    result = summarise(raw, args, wall, stages)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "report.md").write_text(report_md(result))
+    print(report_md(result))
+    if result["errors"]:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

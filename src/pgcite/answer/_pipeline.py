@@ -1,0 +1,233 @@
+"""retrieve → fit the context to a token budget → generate → check.
+
+Abstention happens before any model is called when retrieval finds nothing, or when its best
+cosine similarity (``SearchResult.confidence``) is below the threshold. After generation the
+guard (:mod:`pgcite.answer._guard`) drops citations of passages the generator was not given,
+abstains if no valid citation is left, and swaps in the fallback text when the persona speaks
+another author's words in the first person. Every such decision is written to ``Answer.trace``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._errors import ConfigError
+from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
+from pgcite.answer._extractive import ExtractiveGenerator
+from pgcite.answer._guard import check_attribution, check_citations
+from pgcite.answer._types import (
+    Answer,
+    ContextPassage,
+    GenerationRequest,
+    Generator,
+    GeneratorError,
+    Source,
+    TraceEvent,
+)
+from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite.retrieve._query_text import parse_query
+
+if TYPE_CHECKING:
+    from pgcite._client import Collection
+
+# Abstain below this best cosine similarity, per embedding model. Measured on the Pepys golden
+# set (docs/answers.md, "Choosing the threshold"); a model without a measured value never
+# abstains on similarity (only when nothing is retrieved) until a threshold is passed.
+DEFAULT_THRESHOLDS: dict[str, float] = {"all-MiniLM-L6-v2": 0.30}
+PERSONA_ABSTENTION = "I did not write about that."
+PLAIN_ABSTENTION = "The sources do not answer this."
+EXCERPT_CHARS = 400
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+
+
+class AnswerOptions(BaseModel):
+    """Knobs of one answer; ``None`` means "the documented default"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    top_k: int = Field(default=5, ge=1, le=1000)
+    mode: str = "hybrid"
+    token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=50, le=1_000_000)
+    threshold: float | None = None
+    persona: str | None = None  # overrides the collection's persona_author
+    temporal_check: bool = True  # abstain when every year asked about is after the sources
+    abstention_text: str | None = None
+    attribution_fallback: str | None = None
+
+
+def default_threshold(embedding_model: str) -> float | None:
+    """The documented threshold for ``id@version`` (None: no measured value for this model)."""
+    return DEFAULT_THRESHOLDS.get(embedding_model.rsplit("@", 1)[0])
+
+
+class _Policy:
+    """The texts and threshold in force for one answer."""
+
+    def __init__(self, collection: Collection, options: AnswerOptions, result: SearchResult):
+        self.persona = options.persona or collection.info.settings.persona_author
+        self.abstention = options.abstention_text or (
+            PERSONA_ABSTENTION if self.persona else PLAIN_ABSTENTION)
+        self.fallback = options.attribution_fallback or self.abstention
+        for text in (self.abstention, self.fallback):
+            if "[" in text or "]" in text:
+                raise ConfigError("abstention and fallback texts must not contain [ or ]",
+                                  hint="square brackets are reserved for citations")
+        self.threshold = (options.threshold if options.threshold is not None
+                          else default_threshold(result.embedding_model))
+
+
+class _Run:
+    """One answer being built: the trace and timings accumulate here."""
+
+    def __init__(self, question: str, result: SearchResult, policy: _Policy) -> None:
+        self.question, self.result, self.policy = question, result, policy
+        self.trace: list[TraceEvent] = []
+        self.timings: dict[str, float] = {}
+
+    def note(self, step: str, detail: str) -> None:
+        self.trace.append(TraceEvent(step=step, detail=detail))
+
+    def finish(self, text: str, *, abstained: bool, sources: list[Source], cited: list[str],
+               generator: str) -> Answer:
+        return Answer(
+            question=self.question, answer=text, abstained=abstained,
+            snapshot_id=self.result.snapshot_id, embedding_model=self.result.embedding_model,
+            sources=sources, citations=cited, generator=generator,
+            confidence=self.result.confidence, threshold=self.policy.threshold,
+            trace=self.trace, timings_ms=self.timings,
+        )
+
+    def abstain(self, reason: str, *, sources: list[Source] | None = None,
+                generator: str = "none", text: str | None = None) -> Answer:
+        self.note("abstain", reason)
+        return self.finish(text or self.policy.abstention, abstained=True, sources=sources or [],
+                           cited=[], generator=generator)
+
+
+def answer_question(
+    collection: Collection,
+    question: str,
+    *,
+    options: AnswerOptions | None = None,
+    filters: Filters | dict[str, Any] | None = None,
+    cutoff: dt.date | str | None = None,
+    corpora: Sequence[str] | None = None,
+    generator: Generator | None = None,
+) -> Answer:
+    """Answer ``question`` from ``collection`` with checked citations (see module doc)."""
+    options = options or AnswerOptions()
+    started = time.perf_counter()
+    result = collection.search(question, top_k=options.top_k, mode=options.mode,
+                               filters=filters, cutoff=cutoff, corpora=corpora)
+    run = _Run(question, result, _Policy(collection, options, result))
+    run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
+    run.timings["retrieve"] = _ms(started)  # embed + database + finding the snapshot
+    answer = _answer(run, options, generator or ExtractiveGenerator())
+    answer.timings_ms["total"] = _ms(started)
+    return answer
+
+
+def _answer(run: _Run, options: AnswerOptions, generator: Generator) -> Answer:
+    result, policy = run.result, run.policy
+    if not result.hits:
+        return run.abstain("retrieval found no passage (the filters may exclude everything)")
+    if (policy.threshold is not None and result.confidence is not None
+            and result.confidence < policy.threshold and not _has_phrase(run.question)):
+        return run.abstain(f"best similarity {result.confidence:.3f} is below the threshold "
+                           f"{policy.threshold:.3f}; no model was called")
+    late = _asks_after_sources(run.question, result.hits) if options.temporal_check else None
+    if late:
+        return run.abstain(late + "; no model was called")
+    passages, dropped = fit_context(result.hits, options.token_budget)
+    if not passages:
+        return run.abstain(f"no passage fits the token budget of {options.token_budget}")
+    used = sum(approx_tokens(p.text) for p in passages)
+    run.note("context", f"{len(passages)} passages, ~{used} tokens of {options.token_budget}"
+             + (f"; over budget, left out: {', '.join(dropped)}" if dropped else ""))
+    text, name = _generate(run, generator, GenerationRequest(
+        question=run.question, passages=passages, persona=policy.persona,
+        abstention_text=policy.abstention))
+    started = time.perf_counter()
+    answer = _check(run, text, name, passages, result.hits)
+    answer.timings_ms["check"] = _ms(started)  # the Answer holds a copy of run.timings
+    return answer
+
+
+def _has_phrase(question: str) -> bool:
+    """A "quoted phrase" is a hard constraint of the search: every hit contains it, which is
+    stronger evidence than any similarity, so the threshold does not apply."""
+    return '"' in (parse_query(question).constraint or "")
+
+
+def _asks_after_sources(question: str, hits: list[Hit]) -> str | None:
+    """Sources cannot report what happened after they were written: if every year the question
+    names is later than the latest retrieved passage, say so (None otherwise). Undated passages
+    could be from any time, so they switch the rule off."""
+    years = [int(y) for y in _YEAR.findall(question)]
+    ends = [h.date_end or h.date_start for h in hits]
+    if not years or not ends or any(d is None for d in ends):
+        return None
+    latest = max(d.year for d in ends if d is not None)
+    if min(years) <= latest:
+        return None
+    return (f"the question asks about {min(years)}, but every retrieved passage is dated "
+            f"{latest} or earlier")
+
+
+def _generate(run: _Run, generator: Generator, request: GenerationRequest) -> tuple[str, str]:
+    """The generator's text, or the extractive one if it fails (recorded in the trace)."""
+    started = time.perf_counter()
+    try:
+        text = generator.generate(request)
+        name = generator.name
+    except GeneratorError as exc:
+        run.note("fallback", f"{generator.name} failed ({exc}); answered extractively")
+        text, name = ExtractiveGenerator().generate(request), "extractive"
+    run.timings["generate"] = _ms(started)
+    return text, name
+
+
+def _check(run: _Run, text: str, generator: str, passages: list[ContextPassage],
+           hits: list[Hit]) -> Answer:
+    given = {p.id: p for p in passages}
+    sources = [_source(h, given[h.id]) for h in hits if h.id in given]
+    checked = check_citations(text, set(given))
+    if checked.removed:
+        run.note("citations", "removed citations of passages not given: "
+                 + ", ".join(sorted(set(checked.removed))))
+    if not checked.cited:
+        reason = ("the generator abstained" if checked.text == run.policy.abstention
+                  else "the generated text cites no given passage")
+        return run.abstain(reason, sources=sources, generator=generator)
+    authors = {p.id: p.author for p in passages}
+    violations = check_attribution(checked.text, authors, run.policy.persona)
+    if violations:
+        first = violations[0]
+        run.note("attribution", f"{len(violations)} first-person sentence(s) use another "
+                 f"author's passage without attribution, e.g. {first.passage_ids[0]} by "
+                 f"{first.authors[0]}: {first.sentence[:120]!r}")
+        return run.abstain("answer replaced by the attribution fallback", sources=sources,
+                           generator=generator, text=run.policy.fallback)
+    return run.finish(checked.text, abstained=False, sources=sources, cited=checked.cited,
+                      generator=generator)
+
+
+def _source(hit: Hit, passage: ContextPassage) -> Source:
+    flat = " ".join(passage.text.split())
+    excerpt = flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"
+    return Source(
+        id=hit.id, citation=hit.citation, source=hit.source, locator=hit.locator,
+        distance=hit.vector_distance, score=hit.score, excerpt=excerpt, author=hit.author,
+        corpus=hit.corpus, date=hit.date_start.isoformat() if hit.date_start else None,
+    )
+
+
+def _ms(started: float) -> float:
+    return (time.perf_counter() - started) * 1000

@@ -1,0 +1,98 @@
+"""What an answer is made of: the passages given to a generator, the generator protocol, and the
+:class:`Answer` returned to callers (serialised with camelCase JSON names for the HTTP API)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from pgcite._errors import PgciteError
+
+
+class _Camel(BaseModel):
+    """Python names in snake_case, JSON names in camelCase, both directions."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+class ContextPassage(BaseModel):
+    """One retrieved passage as a generator sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    author: str | None
+    date: str | None
+    text: str
+    rank: int
+    truncated: bool = False
+
+
+class GenerationRequest(BaseModel):
+    """Everything a generator may use: nothing outside ``passages`` is evidence."""
+
+    model_config = ConfigDict(frozen=True)
+
+    question: str
+    passages: list[ContextPassage]
+    persona: str | None = None
+    abstention_text: str
+
+
+class GeneratorError(PgciteError):
+    """A generator could not produce text (timeout, HTTP error, garbage, missing package)."""
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Turns a question and passages into text that cites passage ids as ``[id]``."""
+
+    name: str
+
+    def generate(self, request: GenerationRequest) -> str: ...
+
+
+class Source(_Camel):
+    """A passage the generator was given: what an answer may cite."""
+
+    id: str
+    citation: str
+    source: str | None
+    locator: str | None
+    distance: float | None = Field(description="cosine distance (None in keyword mode)")
+    score: float
+    excerpt: str
+    author: str | None
+    corpus: str | None
+    date: str | None = Field(description="the passage's first day (ISO), if dated")
+
+
+class TraceEvent(_Camel):
+    """One thing the pipeline did that a reader of the answer should know about."""
+
+    step: str
+    detail: str
+
+
+class Answer(_Camel):
+    """A checked answer: every id in ``citations`` is the id of one of ``sources``."""
+
+    question: str
+    answer: str
+    abstained: bool
+    snapshot_id: int
+    embedding_model: str
+    sources: list[Source]
+    citations: list[str]
+    generator: str
+    confidence: float | None = Field(
+        default=None, description="retrieval's best cosine similarity"
+    )
+    threshold: float | None = Field(default=None, description="abstention threshold used")
+    trace: list[TraceEvent] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)

@@ -1,0 +1,122 @@
+"""`pgcite ask`: a grounded answer with checked citations."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+
+from pgcite.cli._common import JsonOption, console, emit_json, user_errors
+
+if TYPE_CHECKING:
+    from pgcite.answer import Answer, GeneratorConfig
+
+# Generator options, shared with `pgcite serve`.
+GeneratorOpt = Annotated[str, typer.Option(
+    "--generator", help="extractive (no model; default), openai (any OpenAI-compatible chat "
+    "server: vLLM, Ollama, llama.cpp server), anthropic, or llama-cpp (in-process, optional).")]
+BaseUrlOpt = Annotated[str | None, typer.Option(
+    "--llm-base-url", envvar="PGCITE_LLM_BASE_URL",
+    help="Chat server base URL, e.g. http://127.0.0.1:8080/v1.")]
+ModelOpt = Annotated[str | None, typer.Option(
+    "--llm-model", envvar="PGCITE_LLM_MODEL", help="Model name for openai/anthropic.")]
+ApiKeyOpt = Annotated[str | None, typer.Option(
+    "--llm-api-key", envvar="PGCITE_LLM_API_KEY", help="API key for the chat server.")]
+TimeoutOpt = Annotated[float, typer.Option(
+    "--llm-timeout", min=0.1, max=600, help="Seconds before a model call is abandoned (the "
+    "answer then falls back to extractive).")]
+ModelPathOpt = Annotated[Path | None, typer.Option(
+    "--llm-model-path", envvar="PGCITE_LLM_MODEL_PATH", help="GGUF file for llama-cpp.")]
+
+
+def generator_config(kind: str, base_url: str | None, model: str | None, api_key: str | None,
+                     timeout: float, model_path: Path | None) -> GeneratorConfig:
+    from pydantic import SecretStr
+
+    from pgcite._errors import ConfigError
+    from pgcite.answer._llm import GENERATOR_KINDS, GeneratorConfig
+
+    if kind not in GENERATOR_KINDS:
+        raise ConfigError(f"unknown generator {kind!r}", hint="use " + ", ".join(GENERATOR_KINDS))
+    return GeneratorConfig(
+        kind=kind, base_url=base_url, model=model,  # type: ignore[arg-type]
+        api_key=SecretStr(api_key) if api_key else None, timeout_s=timeout,
+        model_path=model_path,
+    )
+
+
+def print_answer(answer: Answer, *, trace: bool) -> None:
+    style = "yellow" if answer.abstained else "bold"
+    console.print(f"[{style}]{escape(answer.answer)}[/]", highlight=False)
+    if answer.sources and not answer.abstained:
+        console.print("[dim]sources:[/]")
+        for source in answer.sources:
+            mark = "*" if source.id in answer.citations else " "
+            console.print(f" {mark} \\[{escape(source.id)}]  {source.date or 'undated'}  "
+                          f"[dim]{escape(source.citation)}[/]", highlight=False)
+    if trace:
+        for event in answer.trace:
+            console.print(f"[dim]{event.step}: {escape(event.detail)}[/]", highlight=False)
+    conf = "-" if answer.confidence is None else f"{answer.confidence:.3f}"
+    console.print(f"[dim]{answer.generator} · snapshot {answer.snapshot_id} · confidence {conf}"
+                  f" · {answer.timings_ms.get('total', 0):.0f} ms[/]")
+
+
+def ask_command(
+    collection: Annotated[str, typer.Argument(help="Collection to ask.")],
+    question: Annotated[str, typer.Argument(help="The question.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=100,
+                                       help="Passages to retrieve.")] = 5,
+    mode: Annotated[str, typer.Option(help="keyword, vector or hybrid.")] = "hybrid",
+    cutoff: Annotated[dt.datetime | None, typer.Option(
+        formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
+    = None,
+    corpus: Annotated[list[str] | None, typer.Option(
+        help="Only these corpus tiers (repeatable).")] = None,
+    filter_: Annotated[list[str] | None, typer.Option(
+        "--filter", help="As for `pgcite search` (repeatable).")] = None,
+    token_budget: Annotated[int, typer.Option(
+        min=50, help="Context budget in approximate tokens (words x 1.3).")] = 4000,
+    threshold: Annotated[float | None, typer.Option(
+        help="Abstain below this best cosine similarity (default: the model's documented "
+        "value, see docs/answers.md).")] = None,
+    persona: Annotated[str | None, typer.Option(
+        help="Speak as this author (default: the collection's persona_author).")] = None,
+    generator: GeneratorOpt = "extractive",
+    llm_base_url: BaseUrlOpt = None,
+    llm_model: ModelOpt = None,
+    llm_api_key: ApiKeyOpt = None,
+    llm_timeout: TimeoutOpt = 30.0,
+    llm_model_path: ModelPathOpt = None,
+    trace: Annotated[bool, typer.Option(help="Show what the checks and fallbacks did.")] = True,
+    json_out: bool = JsonOption,
+) -> None:
+    """Answer a question from a collection, citing passage ids; abstains when unsupported."""
+    from pgcite._client import Client
+    from pgcite.answer._llm import make_generator
+    from pgcite.cli._common import settings
+    from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
+
+    with user_errors():
+        config = generator_config(generator, llm_base_url, llm_model, llm_api_key, llm_timeout,
+                                  llm_model_path)
+        gen = make_generator(config)
+        with Client(settings()) as client:
+            col = client.collection(collection)
+            columns, preds = parse_filter_args(filter_ or [])
+            if preds:
+                preds = coerce_predicates(preds, col.active_snapshot().metadata_fields or {})
+            filters = Filters(
+                corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
+                authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
+            )
+            answer = col.answer(question, top_k=top_k, mode=mode, filters=filters,
+                                generator=gen, token_budget=token_budget, threshold=threshold,
+                                persona=persona)
+    if json_out:
+        emit_json(answer)
+    else:
+        print_answer(answer, trace=trace)

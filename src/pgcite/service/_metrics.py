@@ -1,0 +1,40 @@
+"""Prometheus metrics: requests by route and status, request latency, and per-stage latency
+(embed, database, retrieve, generate, check). Each app has its own registry, so several apps in
+one process (tests) never clash over metric names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "pgcite_http_requests_total", "HTTP requests by route template and status",
+            ["method", "route", "status"], registry=self.registry)
+        self.latency = Histogram(
+            "pgcite_http_request_duration_seconds", "HTTP request latency by route template",
+            ["method", "route"], buckets=_BUCKETS, registry=self.registry)
+        self.stages = Histogram(
+            "pgcite_stage_duration_seconds", "Latency of one pipeline stage",
+            ["stage"], buckets=_BUCKETS, registry=self.registry)
+        self.answers = Counter(
+            "pgcite_answers_total", "Answers by generator and outcome",
+            ["generator", "abstained"], registry=self.registry)
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def observe_stages(self, timings_ms: Mapping[str, float]) -> None:
+        for stage, ms in timings_ms.items():
+            if stage != "total":
+                self.stages.labels(stage).observe(ms / 1000)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

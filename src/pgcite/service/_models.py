@@ -1,0 +1,173 @@
+"""Request and response bodies of the HTTP API, with the input limits enforced at the boundary.
+
+Every string in a request is checked to be valid UTF-8 without NUL (PostgreSQL stores neither),
+lists and lengths are bounded, and filters are flat (no nesting: the only structure is a list of
+metadata predicates), so a malformed request is a 422 before any work is done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from pgcite.retrieve._filters import Filters, MetadataPredicate
+
+MAX_QUESTION_CHARS = 2000
+MAX_TOP_K = 100
+MAX_LIST_ITEMS = 50
+MAX_PREDICATES = 32
+
+
+def _clean(text: str) -> str:
+    if "\x00" in text:
+        raise ValueError("text must not contain NUL characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
+    return text
+
+
+CleanStr = Annotated[str, AfterValidator(_clean)]
+Name = Annotated[CleanStr, Field(min_length=1, max_length=200)]
+Scalar = Annotated[CleanStr, Field(max_length=1000)] | bool | int | Annotated[
+    float, Field(allow_inf_nan=False)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PredicateBody(_Body):
+    """A metadata predicate: ``{"key": "year", "op": "gte", "value": 1665}``."""
+
+    key: Name
+    op: Literal["eq", "in", "lt", "lte", "gt", "gte", "exists"] = "eq"
+    value: Scalar | Annotated[list[Scalar], Field(max_length=100)] | None = None
+
+
+class FiltersBody(_Body):
+    """Hard filters, applied in SQL: every field narrows, none widens."""
+
+    corpora: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    cutoff: dt.date | None = None
+    authors: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    sources: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    metadata: Annotated[list[PredicateBody], Field(max_length=MAX_PREDICATES)] = Field(
+        default_factory=list)
+
+
+class QueryBody(_Body):
+    mode: Literal["keyword", "vector", "hybrid"] = "hybrid"
+    top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
+    cutoff: dt.date | None = Field(default=None, description="only passages dated on or before")
+    corpora: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    filters: FiltersBody | None = None
+    rerank: bool | Annotated[CleanStr, Field(max_length=200)] | None = Field(
+        default=None, description="not available yet: any value but null/false is a 400")
+
+    def to_filters(self) -> Filters:
+        """The body's filters, with ``cutoff``/``corpora`` shorthands merged in (they narrow)."""
+        base = self.filters or FiltersBody()
+        return Filters(
+            corpora=self.corpora if self.corpora is not None else base.corpora,
+            cutoff=_earliest(self.cutoff, base.cutoff),
+            authors=base.authors, sources=base.sources,
+            metadata=[MetadataPredicate(key=p.key, op=p.op, value=p.value)
+                      for p in base.metadata],
+        )
+
+
+def _earliest(a: dt.date | None, b: dt.date | None) -> dt.date | None:
+    return min(a, b) if a and b else (a or b)
+
+
+class SearchBody(QueryBody):
+    query: Annotated[CleanStr, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
+
+
+class AnswerBody(QueryBody):
+    question: Annotated[CleanStr, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
+    token_budget: int = Field(default=4000, ge=100, le=16000)
+    threshold: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] | None = Field(
+        default=None, description="abstain below this best cosine similarity")
+    generator: Literal["extractive"] | None = Field(
+        default=None, description="force the extractive generator; null = the server's")
+
+
+class _Camel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, serialize_by_alias=True,
+                              validate_by_name=True)
+
+
+class SearchHit(_Camel):
+    id: str
+    rank: int
+    citation: str
+    source: str | None
+    locator: str | None
+    title: str | None
+    author: str | None
+    corpus: str | None
+    date: str | None
+    date_end: str | None
+    score: float
+    distance: float | None
+    keyword_rank: int | None
+    vector_rank: int | None
+    text: str
+    metadata: dict[str, Any]
+
+
+class SearchResponse(_Camel):
+    query: str
+    mode: str
+    collection: str
+    snapshot_id: int
+    embedding_model: str
+    confidence: float | None
+    hits: list[SearchHit]
+    timings_ms: dict[str, float]
+
+
+class CollectionOut(_Camel):
+    name: str
+    language: str
+    embedding_model: str
+    persona_author: str | None
+    active_snapshot: int | None
+
+
+class SnapshotOut(_Camel):
+    snapshot_id: int
+    state: str
+    active: bool
+    embedding_model: str
+    corpus_version: str | None
+    created_at: dt.datetime
+    documents: int | None
+    chunks: int | None
+    note: str | None
+    evaluation: dict[str, Any] | None
+
+
+class ActivationOut(_Camel):
+    collection: str
+    active_snapshot: int
+    previous_snapshot: int | None
+
+
+class UploadOut(_Camel):
+    collection: str
+    snapshot_id: int | None
+    activated: bool
+    files: list[str]
+    report: dict[str, Any]
+
+
+class ErrorOut(BaseModel):
+    detail: str
+    hint: str | None = None

@@ -1,0 +1,111 @@
+"""Per-collection database roles for the query plane.
+
+Each collection gets ``pgcite_read_<name>`` (NOLOGIN): USAGE on its own schema and SELECT on its
+tables, nothing else — not the registry, not the API keys, not another collection's schema. The
+service keeps ONE pool connected as the owning role and, for each query, runs the work inside a
+transaction that starts with ``SET LOCAL ROLE pgcite_read_<name>``.
+
+Why SET LOCAL ROLE on a shared pool rather than a login (and a pool) per collection: one pool
+serves any number of collections without a password per role; LOCAL ends with the transaction
+(commit, rollback or error), so a role can never leak into the next request that borrows the
+connection. What it guards against is a bug that points a request at the wrong schema; it is not
+a barrier against SQL injection (the session user may RESET ROLE), which is ruled out instead by
+never building SQL from request text. Admin work (snapshots, uploads, activation) runs as the
+owning role, i.e. the role pgcite itself connects as.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pgcite._client import Client
+from pgcite.store._active import ActivePointerCache
+from pgcite.store._collections import CollectionInfo
+from pgcite.store._snapshots import SnapshotInfo
+
+READ_ROLE_PREFIX = "pgcite_read_"
+_ROLE_LOCK = 0x70676372  # "pgcr": serialises concurrent GRANTs (they can otherwise collide)
+
+
+def read_role(info: CollectionInfo) -> str:
+    """The role name: the collection name is already checked against ^[a-z][a-z0-9_]{0,47}$."""
+    return READ_ROLE_PREFIX + info.name
+
+
+def ensure_read_role(conn: psycopg.Connection, info: CollectionInfo) -> str:
+    """Create the collection's read role if missing and (re)grant it read access to the
+    collection's schema only; run in the caller's transaction, as the owning role."""
+    role = sql.Identifier(read_role(info))
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ROLE_LOCK,))
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
+                          (read_role(info),)).fetchone()
+    if not exists:
+        conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+    schema = info.schema_id
+    conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, role))
+    conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(schema, role))
+    conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES IN SCHEMA {} GRANT SELECT ON TABLES TO {}")
+                 .format(schema, role))
+    superuser = conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    row = superuser.fetchone()
+    if not (row and row[0]):  # a superuser may SET ROLE to anyone; others need membership
+        conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(role))
+    return read_role(info)
+
+
+class RoleCache:
+    """Which collections' roles this process has ensured (keyed by creation time, so that a
+    dropped and re-created collection gets its grants again)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._done: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, info: CollectionInfo) -> str:
+        key = (info.name, info.created_at.isoformat())
+        with self._lock:
+            if key not in self._done:
+                with self._client.db.transaction() as conn:
+                    ensure_read_role(conn, info)
+                self._done.add(key)
+        return read_role(info)
+
+
+class RoleScopedClient(Client):
+    """A :class:`Client` whose every connection runs in a transaction under ``SET LOCAL ROLE``.
+
+    It shares the base client's pool, database and settings, so :class:`Collection` (search,
+    answer) works unchanged on top of it.
+    """
+
+    def __init__(self, base: Client, role: str) -> None:  # noqa: D107
+        # Deliberately not calling Client.__init__: that would open (and migrate) the database
+        # again; this object only borrows the base client's.
+        self.settings = base.settings
+        self.db = base.db
+        self._base = base
+        self._role = role
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything Client grows later (caches, listeners) is the base client's, shared: only
+        # connection() differs here.
+        return getattr(self._base, name)
+
+    def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]:
+        return self._base.active_pointers()  # one LISTEN connection per process, not per role
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        with self._base.connection() as conn, conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._role)))
+            yield conn
+
+    def close(self) -> None:
+        """Nothing to close: the pool belongs to the base client."""

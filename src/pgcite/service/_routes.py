@@ -1,0 +1,130 @@
+"""The query plane (collections, search, answer) and the operational endpoints."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import psycopg
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response
+
+from pgcite.answer._extractive import ExtractiveGenerator
+from pgcite.answer._types import Answer
+from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite.service._auth import Access, Principal, principal, reader_access
+from pgcite.service._errors import ApiError
+from pgcite.service._models import (
+    AnswerBody,
+    CollectionOut,
+    ErrorOut,
+    QueryBody,
+    SearchBody,
+    SearchHit,
+    SearchResponse,
+)
+from pgcite.service._state import ServiceState, get_state
+from pgcite.store._collections import list_collections
+from pgcite.store._snapshots import active_snapshot
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404)
+}
+router = APIRouter()
+State = Annotated[ServiceState, Depends(get_state)]
+Reader = Annotated[Access, Depends(reader_access)]
+
+
+def _no_rerank(body: QueryBody) -> None:
+    if body.rerank not in (None, False):
+        raise ApiError(400, "no reranker configured",
+                       hint="omit 'rerank' (or send false): rerankers are not available yet")
+
+
+def _search_hit(hit: Hit) -> SearchHit:
+    return SearchHit(
+        id=hit.id, rank=hit.rank, citation=hit.citation, source=hit.source, locator=hit.locator,
+        title=hit.title, author=hit.author, corpus=hit.corpus,
+        date=hit.date_start.isoformat() if hit.date_start else None,
+        date_end=hit.date_end.isoformat() if hit.date_end else None, score=hit.score,
+        distance=hit.vector_distance, keyword_rank=hit.keyword_rank,
+        vector_rank=hit.vector_rank, text=hit.body, metadata=hit.metadata,
+    )
+
+
+def _search_response(result: SearchResult) -> SearchResponse:
+    return SearchResponse(
+        query=result.query, mode=result.mode, collection=result.collection,
+        snapshot_id=result.snapshot_id, embedding_model=result.embedding_model,
+        confidence=result.confidence, hits=[_search_hit(h) for h in result.hits],
+        timings_ms=result.timings_ms,
+    )
+
+
+@router.get("/v1/collections", response_model=list[CollectionOut], tags=["query"],
+            responses=ERRORS)
+def collections(state: State, who: Annotated[Principal, Depends(principal)]) -> Any:
+    """The collections this key may read."""
+    out = []
+    with state.client.connection() as conn:
+        for info in list_collections(conn):
+            if not who.allows(info.name, "reader"):
+                continue
+            snap = active_snapshot(conn, info)
+            out.append(CollectionOut(
+                name=info.name, language=info.ts_config, embedding_model=info.embedder.model_key,
+                persona_author=info.settings.persona_author,
+                active_snapshot=snap.snapshot_id if snap else None))
+    return out
+
+
+@router.post("/v1/collections/{collection}/search", response_model=SearchResponse,
+             tags=["query"], responses=ERRORS)
+def search(body: SearchBody, access: Reader, state: State) -> Any:
+    """Cited passages: BM25 + vector, fused; filters hold in SQL."""
+    _no_rerank(body)
+    result = state.reader(access.info).search(
+        body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters())
+    state.metrics.observe_stages(result.timings_ms)
+    return _search_response(result)
+
+
+@router.post("/v1/collections/{collection}/answer", response_model=Answer, tags=["query"],
+             responses=ERRORS)
+def answer(body: AnswerBody, access: Reader, state: State) -> Any:
+    """A grounded answer: every citation is one of its sources, or it abstains."""
+    _no_rerank(body)
+    generator = ExtractiveGenerator() if body.generator == "extractive" else state.generator
+    threshold = body.threshold if body.threshold is not None else state.config.threshold
+    result = state.reader(access.info).answer(
+        body.question, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
+        generator=generator, token_budget=body.token_budget, threshold=threshold)
+    state.metrics.observe_stages(result.timings_ms)
+    state.metrics.answers.labels(result.generator, str(result.abstained).lower()).inc()
+    return result
+
+
+ops = APIRouter(tags=["operations"])
+
+
+@ops.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@ops.get("/readyz", responses={503: {"model": ErrorOut}})
+def readyz(state: State) -> Any:
+    """The database answers (a fresh connection, 2 s timeout)."""
+    try:
+        with psycopg.connect(state.client.db.url, connect_timeout=2) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return JSONResponse({"detail": f"database unreachable: {type(exc).__name__}"},
+                            status_code=503)
+    return {"status": "ready"}
+
+
+@ops.get("/metrics", response_class=Response)
+def metrics(state: State) -> Response:
+    """Prometheus text format."""
+    return Response(state.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,66 @@
+"""What the service holds for its lifetime, and the per-request lookups built on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._client import Client, Collection
+from pgcite._errors import CollectionNotFound, ConfigError
+from pgcite.answer._llm import GeneratorConfig, make_generator
+from pgcite.answer._types import Generator
+from pgcite.service._metrics import Metrics
+from pgcite.service._roles import RoleCache, RoleScopedClient
+from pgcite.store._collections import CollectionInfo, get_collection
+
+MAX_UPLOAD_BYTES = 50 * 1024 * 1024
+MAX_UPLOAD_FILES = 20
+
+
+class ServiceConfig(BaseModel):
+    """How the service runs (``pgcite serve`` options)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    auth: bool = Field(default=True, description="require API keys (off: loopback only)")
+    generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    threshold: float | None = Field(default=None, description="default abstention threshold")
+    max_upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1)
+    max_upload_files: int = Field(default=MAX_UPLOAD_FILES, ge=1, le=1000)
+    warm_up: bool = Field(default=True, description="load embedders at start-up")
+
+
+@dataclass
+class ServiceState:
+    client: Client
+    config: ServiceConfig
+    owns_client: bool
+    metrics: Metrics = field(default_factory=Metrics)
+    generator: Generator | None = None
+    roles: RoleCache | None = None
+
+    def __post_init__(self) -> None:
+        self.generator = make_generator(self.config.generator)
+        self.roles = RoleCache(self.client)
+
+    def lookup(self, name: str) -> CollectionInfo:
+        """The registry entry for ``name``; schema names come from here, never from the URL."""
+        try:
+            with self.client.connection() as conn:
+                return get_collection(conn, name)
+        except (CollectionNotFound, ConfigError):
+            # No hint: the registry's list of names is not for every key holder to read.
+            raise CollectionNotFound(f"no collection named {name!r}") from None
+
+    def reader(self, info: CollectionInfo) -> Collection:
+        """``info``'s collection, every query of it run under its read-only role."""
+        assert self.roles is not None
+        role = self.roles.ensure(info)
+        return Collection(RoleScopedClient(self.client, role), info)
+
+
+def get_state(request: Request) -> ServiceState:
+    state: ServiceState = request.app.state.pgcite
+    return state

@@ -1,0 +1,260 @@
+"""The activation gate: pure comparisons of evaluation summaries (no database, no model).
+
+A snapshot may become active only if its evaluation on the collection's golden set
+
+* meets every **floor** (e.g. ``recall@10 >= 0.85``), configurable per collection;
+* does not **regress** against the currently active snapshot by more than ``tolerance``
+  (absolute, per metric) on the regression metrics;
+* has **no cutoff violations** -- a hard floor that ``--force`` cannot skip, because a snapshot
+  that shows a passage dated after a user's cutoff is wrong, not merely worse.
+
+Everything here works on :class:`EvalSummary` (what ``snapshots.evaluation`` stores) and returns a
+:class:`Verdict` whose failing checks describe themselves ("recall@10 0.41 < floor 0.85").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from pgcite._errors import ConfigError, PgciteError
+
+DEFAULT_FLOORS: dict[str, float] = {
+    "pass_rate": 0.90,
+    "precision@10": 0.70,
+    "recall@10": 0.85,
+    "mrr@10": 0.65,
+}
+DEFAULT_TOLERANCE = 0.02
+REGRESSION_METRICS = ("pass_rate", "ndcg@10", "precision@10", "recall@10", "mrr@10")
+HARD_METRIC = "cutoff_violations"
+
+# The figures an EvalResult configuration reports (see pgcite.evaluate): floors may name these.
+_METRIC = re.compile(r"^(pass_rate(_answerable|_absent)?|(ndcg|precision|recall|mrr)@[1-9]\d{0,2})$")
+
+
+class GateRefused(PgciteError):
+    """A snapshot did not pass the activation gate; the message names the failing figures."""
+
+
+def check_metric_name(name: str) -> str:
+    if not _METRIC.fullmatch(name):
+        raise ConfigError(
+            f"unknown metric {name!r} for a floor",
+            hint="use pass_rate, pass_rate_answerable, pass_rate_absent, ndcg@K, precision@K, "
+            "recall@K or mrr@K",
+        )
+    return name
+
+
+class GateSettings(BaseModel):
+    """How a collection's snapshots are judged (stored in its settings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    floors: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_FLOORS))
+    tolerance: float = Field(default=DEFAULT_TOLERANCE, ge=0.0, le=1.0)
+    regression_metrics: list[str] = Field(default_factory=lambda: list(REGRESSION_METRICS))
+    mode: Literal["keyword", "vector", "hybrid"] = "hybrid"
+    threshold: float | None = Field(
+        default=None, description="abstention threshold; None = calibrated on the golden set")
+    k: int = Field(default=10, ge=1, le=100)
+    depth: int = Field(default=100, ge=1, le=1000)
+
+    @field_validator("floors")
+    @classmethod
+    def _floors(cls, floors: dict[str, float]) -> dict[str, float]:
+        for name, value in floors.items():
+            check_metric_name(name)
+            if not 0.0 <= value <= 1.0:
+                raise ValueError(f"floor {name}={value} is not between 0 and 1")
+        return floors
+
+    @field_validator("regression_metrics")
+    @classmethod
+    def _regression(cls, names: list[str]) -> list[str]:
+        return [check_metric_name(n) for n in names]
+
+
+class Check(BaseModel):
+    """One comparison; ``describe()`` is what a user reads when it fails."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["floor", "regression", "hard"]
+    metric: str
+    value: float | None  # None: the evaluation did not measure this figure
+    limit: float
+    passed: bool
+    baseline: float | None = None  # regression checks: the active snapshot's figure
+
+    def describe(self) -> str:
+        if self.value is None:
+            return f"{self.metric} not measured (needed for the {self.kind} {_fmt(self.limit)})"
+        value, limit = _fmt_pair(self.value, self.limit)
+        if self.kind == "floor":
+            return f"{self.metric} {value} {'>=' if self.passed else '<'} floor {limit}"
+        if self.kind == "regression":
+            base = _fmt(self.baseline if self.baseline is not None else math.nan)
+            return (f"{self.metric} {value} {'>=' if self.passed else '<'} {limit} "
+                    f"(active {base} - tolerance)")
+        return f"{self.metric} {int(self.value)} {'<=' if self.passed else '>'} {int(self.limit)}" \
+               " (hard floor)"
+
+
+class Verdict(BaseModel):
+    """All checks of one candidate against the floors and one baseline."""
+
+    model_config = ConfigDict(frozen=True)
+
+    candidate: int | None = None
+    baseline: int | None = None  # the active snapshot compared against (None: none was active)
+    checks: list[Check] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    @property
+    def hard_failures(self) -> list[Check]:
+        return [c for c in self.failures if c.kind == "hard"]
+
+    def failure_text(self) -> str:
+        return "; ".join(c.describe() for c in self.failures)
+
+
+class EvalSummary(BaseModel):
+    """A snapshot's evaluation, as stored in ``snapshots.evaluation``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    golden: str
+    golden_path: str
+    golden_sha256: str
+    queries: int
+    mode: str
+    k: int
+    depth: int
+    threshold: float | None  # as requested (None: calibrated)
+    threshold_used: float | None = None
+    figures: dict[str, float]
+    cutoff_violations: int
+    must_not_hits: int = 0
+    evaluated_at: dt.datetime
+    verdict: Verdict | None = None  # against the active snapshot at evaluation time
+
+    def matches(self, golden_sha256: str, gate: GateSettings) -> bool:
+        """Whether this evaluation answers for ``gate`` on that golden set (else re-evaluate)."""
+        return (self.golden_sha256 == golden_sha256 and self.mode == gate.mode
+                and self.k == gate.k and self.depth == gate.depth
+                and self.threshold == gate.threshold)
+
+
+def floor_checks(figures: Mapping[str, float], floors: Mapping[str, float]) -> list[Check]:
+    """One check per floor: the figure must be at least the floor."""
+    return [
+        Check(kind="floor", metric=name, value=figures.get(name), limit=floor,
+              passed=name in figures and figures[name] >= floor - 1e-9)
+        for name, floor in floors.items()
+    ]
+
+
+def regression_checks(
+    candidate: Mapping[str, float],
+    baseline: Mapping[str, float],
+    metrics: Sequence[str],
+    tolerance: float,
+) -> list[Check]:
+    """The candidate may be worse than the baseline by at most ``tolerance`` per metric.
+    Metrics the baseline did not measure are not compared (there is nothing to regress from)."""
+    checks = []
+    for name in metrics:
+        if name not in baseline:
+            continue
+        limit = baseline[name] - tolerance
+        value = candidate.get(name)
+        checks.append(Check(kind="regression", metric=name, value=value, limit=limit,
+                            baseline=baseline[name],
+                            passed=value is not None and value >= limit - 1e-9))
+    return checks
+
+
+def hard_checks(summary: EvalSummary) -> list[Check]:
+    violations = float(summary.cutoff_violations)
+    return [Check(kind="hard", metric=HARD_METRIC, value=violations, limit=0.0,
+                  passed=violations == 0)]
+
+
+def judge(
+    candidate: EvalSummary,
+    baseline: EvalSummary | None,
+    gate: GateSettings,
+    *,
+    candidate_id: int | None = None,
+    baseline_id: int | None = None,
+) -> Verdict:
+    """Every check the gate makes; ``baseline`` is the active snapshot's evaluation (or None)."""
+    checks = hard_checks(candidate) + floor_checks(candidate.figures, gate.floors)
+    if baseline is not None:
+        checks += regression_checks(candidate.figures, baseline.figures,
+                                    gate.regression_metrics, gate.tolerance)
+    return Verdict(candidate=candidate_id, baseline=baseline_id, checks=checks)
+
+
+def forced_skips(verdict: Verdict) -> list[str]:
+    """What ``--force`` skips: the soft failures. Hard failures are never skippable."""
+    if verdict.hard_failures:
+        raise GateRefused(
+            f"snapshot {verdict.candidate} cannot be activated, even with --force: "
+            + "; ".join(c.describe() for c in verdict.hard_failures),
+            hint="a cutoff violation means passages dated after a cutoff come back: fix the data",
+        )
+    return [c.describe() for c in verdict.failures]
+
+
+def parse_floor(text: str) -> tuple[str, float | None]:
+    """``"recall@10=0.85"`` -> ``("recall@10", 0.85)``; ``"recall@10=none"`` removes the floor."""
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if sep and value.strip().lower() in ("none", "off"):
+        return check_metric_name(name), None
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not sep or math.isnan(number) or not 0.0 <= number <= 1.0:
+        raise ConfigError(f"bad floor {text!r}",
+                          hint="write METRIC=VALUE (0..1), e.g. recall@10=0.85, or METRIC=none")
+    return check_metric_name(name), number
+
+
+def apply_floors(gate: GateSettings, updates: Sequence[str]) -> GateSettings:
+    """The gate with ``METRIC=VALUE`` / ``METRIC=none`` updates applied to its floors."""
+    floors = dict(gate.floors)
+    for text in updates:
+        name, value = parse_floor(text)
+        if value is None:
+            floors.pop(name, None)
+        else:
+            floors[name] = value
+    return gate.model_copy(update={"floors": floors})
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _fmt_pair(value: float, limit: float) -> tuple[str, str]:
+    """Two decimals, or four where two would print a failing value equal to its limit."""
+    if _fmt(value) == _fmt(limit) and value != limit:
+        return f"{value:.4f}", f"{limit:.4f}"
+    return _fmt(value), _fmt(limit)

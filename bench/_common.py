@@ -19,6 +19,12 @@ from pgcite.evaluate import GoldenQuery, Hit, Searcher, SearchOutcome
 ROOT = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("PGCITE_BENCH_DATA", ROOT.parent.parent / "shared" / "data"))
 RESULTS = ROOT / "results"
+# The retrieval configurations every quality benchmark runs side by side.
+VARIANTS: dict[str, dict[str, str]] = {
+    "keyword": {"mode": "keyword"}, "vector": {"mode": "vector"},
+    "hybrid (rrf)": {"mode": "hybrid", "fusion": "rrf"},
+    "hybrid (convex)": {"mode": "hybrid", "fusion": "convex"},
+}
 
 
 def client() -> pgcite.Client:

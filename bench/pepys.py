@@ -6,9 +6,10 @@ the whole diary: keyword, vector and hybrid side by side, per query kind, with c
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 
-from _common import DATA, bm25s_searcher, client, ensure_collection, read_jsonl, write
+from _common import DATA, VARIANTS, bm25s_searcher, client, ensure_collection, read_jsonl, write
 
 import pgcite
 from pgcite.evaluate import GoldenQuery, Hit, Searcher, SearchOutcome, evaluate, load_golden
@@ -25,9 +26,14 @@ def dated_bm25s(entries: list[dict[str, object]]) -> Searcher:
     def search(query: GoldenQuery) -> SearchOutcome:
         hits = [h for h in inner(query).hits
                 if query.cutoff is None or (dates[h.id] and str(dates[h.id]) <= str(query.cutoff))]
-        return SearchOutcome(hits=[Hit(h.id, h.document_id, h.score) for h in hits[:DEPTH]])
+        return SearchOutcome(hits=[Hit(h.id, h.document_id, h.score, _date(dates[h.id]))
+                                   for h in hits[:DEPTH]])
 
     return search
+
+
+def _date(value: object) -> dt.date | None:
+    return dt.date.fromisoformat(str(value)) if value else None
 
 
 def main() -> None:
@@ -39,8 +45,8 @@ def main() -> None:
                                 overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
         vectors, _ = embed_queries(col, golden)
         configs: dict[str, Searcher] = {
-            mode: collection_searcher(col, mode=mode, depth=DEPTH, vectors=vectors)
-            for mode in ("keyword", "vector", "hybrid")
+            name: collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)
+            for name, opts in VARIANTS.items()
         }
         configs["bm25s (reference, post-filtered)"] = dated_bm25s(entries)
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),

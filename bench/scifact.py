@@ -12,6 +12,7 @@ from typing import Any
 
 from _common import (
     DATA,
+    VARIANTS,
     bm25s_searcher,
     client,
     ensure_collection,
@@ -42,13 +43,10 @@ def with_embed_time(searcher: Searcher, embed_ms: dict[str, float]) -> Searcher:
 def latency_top10(col: Any, golden: Any, vectors: dict[str, Any]) -> dict[str, Any]:
     """The database part of a top-10 query per mode (vector precomputed), sequential."""
     out: dict[str, Any] = {}
-    variants = {"keyword": ("keyword", "rrf"), "vector": ("vector", "rrf"),
-                "hybrid (rrf)": ("hybrid", "rrf"), "hybrid (convex)": ("hybrid", "convex")}
-    for name, (mode, fusion) in variants.items():
+    for name, opts in VARIANTS.items():
         samples = []
         for query in golden.queries:
-            result = col.search(query.text, top_k=10, mode=mode, fusion=fusion,
-                                query_vector=vectors[query.id])
+            result = col.search(query.text, top_k=10, query_vector=vectors[query.id], **opts)
             samples.append(result.timings_ms["database"])
         samples.sort()
         out[name] = {"p50_ms": round(statistics.median(samples), 3),
@@ -64,13 +62,10 @@ def main() -> None:
         col = ensure_collection(c, "scifact", [root / "corpus.jsonl"])
         vectors, embed_list = embed_queries(col, golden)
         embed_ms = {q.id: ms for q, ms in zip(golden.queries, embed_list, strict=True)}
-        variants = {"keyword": {"mode": "keyword"}, "vector": {"mode": "vector"},
-                    "hybrid (rrf)": {"mode": "hybrid", "fusion": "rrf"},
-                    "hybrid (convex)": {"mode": "hybrid", "fusion": "convex"}}
         configs: dict[str, Searcher] = {
             name: with_embed_time(collection_searcher(col, depth=DEPTH, vectors=vectors, **opts),
                                   embed_ms)
-            for name, opts in variants.items()
+            for name, opts in VARIANTS.items()
         }
         configs["bm25s (reference)"] = bm25s_searcher(read_jsonl(root / "corpus.jsonl"),
                                                       depth=DEPTH)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from _common import DATA, bm25s_searcher, client, ensure_collection, read_jsonl, write
+from _common import DATA, VARIANTS, bm25s_searcher, client, ensure_collection, read_jsonl, write
 
 from pgcite.evaluate import Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
@@ -33,8 +33,8 @@ def main() -> None:
             golden = load_golden(DATA / "xquad" / query_lang, split="test", name=name)
             vectors, _ = embed_queries(col, golden)
             configs: dict[str, Searcher] = {
-                mode: collection_searcher(col, mode=mode, depth=DEPTH, vectors=vectors)
-                for mode in ("keyword", "vector", "hybrid")
+                name: collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)
+                for name, opts in VARIANTS.items()
             }
             if snowball:
                 configs["bm25s (reference)"] = bm25s_searcher(read_jsonl(corpus),

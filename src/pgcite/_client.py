@@ -21,7 +21,7 @@ from pgcite.ingest._loaders import FieldMapping, Overrides
 from pgcite.ingest._pipeline import IngestReport, ingest
 from pgcite.retrieve._filters import Filters, MetadataPredicate
 from pgcite.retrieve._hits import SearchResult
-from pgcite.retrieve._search import Ordering, SearchOptions, run_search
+from pgcite.retrieve._search import DEFAULT_FUSION, Ordering, SearchOptions, run_search
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
     CollectionInfo,
@@ -192,7 +192,7 @@ class Collection:
         rrf_k: int = 60,
         weights: tuple[float, float] = (1.0, 1.0),
         ef_search: int = 100,
-        fusion: str = "rrf",
+        fusion: str = DEFAULT_FUSION,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
     ) -> SearchResult:

@@ -38,8 +38,10 @@ def demo_command(
     collection: Annotated[str, typer.Option(help="Collection name to use.")] = "pepys",
     json_out: bool = JsonOption,
 ) -> None:
-    """Create a collection, ingest Pepys's diary (Sept-Dec 1666, the Great Fire: shipped in the
-    package) and answer sample questions with cited passages. Safe to re-run: nothing is re-embedded."""
+    """Create a collection, ingest Pepys's diary (Sept-Dec 1666, shipped in the package) and answer sample questions with cited passages.
+
+    Safe to re-run: nothing is re-embedded.
+    """
     from pgcite._client import Client
     from pgcite._errors import CollectionNotFound
     from pgcite.ingest._loaders import Overrides

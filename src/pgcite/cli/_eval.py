@@ -41,8 +41,10 @@ def eval_command(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     json_out: bool = JsonOption,
 ) -> None:
-    """Evaluate retrieval on judged queries: nDCG, P, R, MRR, pass rate, cutoff violations and
-    latency per stage, by query kind and side by side per mode."""
+    """Evaluate retrieval on judged queries, several modes side by side.
+
+    Reports nDCG, P, R, MRR, pass rate, cutoff violations and latency per stage, by query kind.
+    """
     from pgcite import evaluate as ev
 
     with user_errors():

@@ -65,11 +65,14 @@ def search_command(
         "key:in=a,b, key:exists (repeatable).")] = None,
     ordering: Annotated[str, typer.Option(
         help="score, or corpus (tier A first, then B …).")] = "score",
+    fusion: Annotated[str, typer.Option(
+        help="How hybrid mode fuses the legs: convex (normalised scores, default) or rrf "
+        "(reciprocal rank fusion, k=60).")] = "convex",
     explain: Annotated[bool, typer.Option(
         help="Show each hit's keyword/vector/fused ranks and what fusion dropped.")] = False,
     json_out: bool = JsonOption,
 ) -> None:
-    """Hybrid (BM25 + vector, RRF) search with hard filters; prints cited passages."""
+    """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
     from pgcite._client import Client
     from pgcite.cli._common import settings
     from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
@@ -84,7 +87,7 @@ def search_command(
             authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
         )
         result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
-                            ordering=ordering)  # type: ignore[arg-type]
+                            ordering=ordering, fusion=fusion)  # type: ignore[arg-type]
     if json_out:
         emit_json(result)
     else:

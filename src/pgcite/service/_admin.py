@@ -14,9 +14,11 @@ from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, Overrides
 from pgcite.service._auth import Access, admin_access
 from pgcite.service._errors import ApiError
 from pgcite.service._models import ActivationOut, SnapshotOut, UploadOut
+from pgcite.service._models import ErrorOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
-from pgcite.store._snapshots import SnapshotInfo, activate_snapshot, list_snapshots
+from pgcite.store._gate import GateRefused
+from pgcite.store._snapshots import SnapshotInfo, list_snapshots
 
 router = APIRouter(tags=["admin"])
 State = Annotated[ServiceState, Depends(get_state)]
@@ -43,19 +45,26 @@ def snapshots(access: Admin, state: State) -> Any:
 
 
 @router.post("/v1/collections/{collection}/snapshots/{snapshot_id}/activate",
-             response_model=ActivationOut, responses=ERRORS)
+             response_model=ActivationOut, responses={**ERRORS, 409: {"model": ErrorOut}})
 def activate(
     snapshot_id: Annotated[int, Path(ge=1, le=2**31 - 1)], access: Admin, state: State,
 ) -> Any:
-    """Make a ready snapshot the live one (one transaction; queries switch atomically)."""
+    """Make a ready snapshot the live one, through the evaluation gate when the collection has a
+    golden set (one transaction; queries switch atomically). A refusal is a 409 naming the
+    failing figures."""
+    from pgcite import _lifecycle
+    from pgcite._client import Collection
+
     with state.client.connection() as conn:
         known = {s.snapshot_id for s in list_snapshots(conn, access.info)}
     if snapshot_id not in known:
         raise ApiError(404, f"collection {access.info.name!r} has no snapshot {snapshot_id}")
-    with state.client.db.transaction() as conn:
-        previous = activate_snapshot(conn, access.info, snapshot_id)
+    try:
+        result = _lifecycle.activate(Collection(state.client, access.info), snapshot_id)
+    except GateRefused as exc:
+        raise ApiError(409, exc.message, hint=exc.hint) from None
     return ActivationOut(collection=access.info.name, active_snapshot=snapshot_id,
-                         previous_snapshot=previous)
+                         previous_snapshot=result.previous_id)
 
 
 def _safe_name(raw: str | None, index: int, taken: set[str]) -> str:

@@ -13,8 +13,7 @@ from fastapi import APIRouter, Depends, File, Form, Path, UploadFile
 from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, Overrides
 from pgcite.service._auth import Access, admin_access
 from pgcite.service._errors import ApiError
-from pgcite.service._models import ActivationOut, SnapshotOut, UploadOut
-from pgcite.service._models import ErrorOut
+from pgcite.service._models import ActivationOut, ErrorOut, SnapshotOut, UploadOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
 from pgcite.store._gate import GateRefused

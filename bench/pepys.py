@@ -13,7 +13,12 @@ from _common import DATA, VARIANTS, bm25s_searcher, client, ensure_collection, r
 
 import pgcite
 from pgcite.evaluate import GoldenQuery, Hit, Searcher, SearchOutcome, evaluate, load_golden
-from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
+from pgcite.evaluate._collection import (
+    collection_searcher,
+    embed_queries,
+    index_usage,
+    run_metadata,
+)
 
 DEPTH = 100
 
@@ -50,7 +55,8 @@ def main() -> None:
         }
         configs["bm25s (reference, post-filtered)"] = dated_bm25s(entries)
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
-                          metadata=run_metadata(col, {"benchmark": "pepys-golden", "depth": DEPTH}))
+                          metadata=run_metadata(col, {"benchmark": "pepys-golden", "depth": DEPTH,
+                                                      "index_usage": index_usage(col, golden.queries[0].text)}))
     write(result, "pepys")
 
 

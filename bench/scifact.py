@@ -22,7 +22,12 @@ from _common import (
 )
 
 from pgcite.evaluate import GoldenQuery, Searcher, SearchOutcome, evaluate, load_golden
-from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
+from pgcite.evaluate._collection import (
+    collection_searcher,
+    embed_queries,
+    index_usage,
+    run_metadata,
+)
 
 DEPTH = 100
 
@@ -73,6 +78,7 @@ def main() -> None:
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
                           metadata=run_metadata(col, {
                               "benchmark": "scifact-train", "depth": DEPTH,
+                              "index_usage": index_usage(col, golden.queries[0].text),
                               "latency_top10_database": latency_top10(col, golden, vectors)}))
     write(result, "scifact")
 

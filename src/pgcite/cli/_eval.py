@@ -78,7 +78,7 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
     from pgcite import evaluate as ev
     from pgcite._client import Client
     from pgcite._errors import ConfigError
-    from pgcite.evaluate._collection import collection_searcher, run_metadata
+    from pgcite.evaluate._collection import collection_searcher, index_usage, run_metadata
 
     wanted = [m.strip() for m in modes.split(",") if m.strip()]
     bad = [m for m in wanted if m not in ("keyword", "vector", "hybrid")]
@@ -88,7 +88,9 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
     col = client.collection(collection)
     searchers = {m: collection_searcher(col, mode=m, depth=depth, fusion=fusion) for m in wanted}
     return ev.evaluate(gold, searchers, k=top_k, threshold=threshold, progress=progress,
-                       metadata=run_metadata(col, {"depth": depth, "fusion": fusion}))
+                       metadata=run_metadata(col, {
+                           "depth": depth, "fusion": fusion,
+                           "index_usage": index_usage(col, gold.queries[0].text)}))
 
 
 def _summary(result: EvalResult) -> str:

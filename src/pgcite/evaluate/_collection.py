@@ -117,3 +117,41 @@ def git_commit() -> str | None:
 
 def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def index_usage(collection: Any, query: str) -> dict[str, Any]:
+    """Which indexes each leg's plan uses for ``query`` (EXPLAIN ANALYZE, the real planner
+    choice, nothing forced). A tiny collection may rightly prefer a sequential scan."""
+    from psycopg import sql
+
+    from pgcite.embed._registry import embedder_for_key
+    from pgcite.retrieve._search import SearchOptions
+    from pgcite.retrieve._sql import build_search_sql
+
+    snapshot = collection.active_snapshot()
+    vector = embedder_for_key(snapshot.embed_model).embed_query(query)
+    params = {"snapshot_id": snapshot.snapshot_id, "fetch": SearchOptions().fetch,
+              "ranking_text": query, "constraint": None, "rrf_k": 60.0, "w_keyword": 1.0,
+              "w_vector": 1.0, "query_vector": np.asarray(vector, dtype=np.float32)}
+    out: dict[str, Any] = {}
+    for leg in ("keyword", "vector"):
+        statement = build_search_sql(
+            schema=collection.info.schema_id, ts_config=collection.info.ts_config,
+            model_key=snapshot.embed_model, dim=snapshot.embed_dim,
+            halfvec=collection.info.settings.halfvec, mode=leg, filters=sql.SQL("true"),
+            constraint=False, filtered=False)
+        with collection.client.connection() as conn, conn.transaction():
+            conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+            row = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
+                               params).fetchone()
+        plan = row[0][0] if row else {}
+        out[leg] = {"indexes": sorted(_index_names(plan.get("Plan", {}))),
+                    "execution_ms": round(float(plan.get("Execution Time", 0.0)), 3)}
+    return out
+
+
+def _index_names(node: dict[str, Any]) -> set[str]:
+    names = {node["Index Name"]} if "Index Name" in node else set()
+    for child in node.get("Plans", []):
+        names |= _index_names(child)
+    return names

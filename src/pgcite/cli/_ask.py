@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from pgcite.cli._common import JsonOption, console, emit_json, user_errors
+from pgcite.cli._common import (
+    CorpusOpt,
+    CutoffOpt,
+    JsonOption,
+    ModeOpt,
+    console,
+    emit_json,
+    user_errors,
+)
 
 if TYPE_CHECKING:
     from pgcite.answer import Answer, GeneratorConfig
@@ -70,12 +77,9 @@ def ask_command(
     question: Annotated[str, typer.Argument(help="The question.")],
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=100,
                                        help="Passages to retrieve.")] = 5,
-    mode: Annotated[str, typer.Option(help="keyword, vector or hybrid.")] = "hybrid",
-    cutoff: Annotated[dt.datetime | None, typer.Option(
-        formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
-    = None,
-    corpus: Annotated[list[str] | None, typer.Option(
-        help="Only these corpus tiers (repeatable).")] = None,
+    mode: ModeOpt = "hybrid",
+    cutoff: CutoffOpt = None,
+    corpus: CorpusOpt = None,
     filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="As for `pgcite search` (repeatable).")] = None,
     token_budget: Annotated[int, typer.Option(

@@ -3,12 +3,13 @@ turning PgciteError into a one-line message and a non-zero exit."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -21,6 +22,12 @@ console = Console()
 err_console = Console(stderr=True)
 
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
+
+# Retrieval options shared by `search` and `ask`.
+ModeOpt = Annotated[str, typer.Option(help="keyword, vector or hybrid.")]
+CutoffOpt = Annotated[dt.datetime | None, typer.Option(
+    formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
+CorpusOpt = Annotated[list[str] | None, typer.Option(help="Only these corpus tiers (repeatable).")]
 
 _state: dict[str, Any] = {}
 F = TypeVar("F", bound=Callable[..., Any])

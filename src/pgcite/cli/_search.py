@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from pgcite.cli._common import JsonOption, console, emit_json, user_errors
+from pgcite.cli._common import (
+    CorpusOpt,
+    CutoffOpt,
+    JsonOption,
+    ModeOpt,
+    console,
+    emit_json,
+    user_errors,
+)
 from pgcite.retrieve._hits import Hit, SearchResult
 
 
@@ -54,12 +61,9 @@ def search_command(
     query: Annotated[str, typer.Argument(help="The question or keywords. \"quoted phrases\" "
                                          "must appear; -word excludes.")],
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000)] = 5,
-    mode: Annotated[str, typer.Option(help="keyword, vector or hybrid.")] = "hybrid",
-    cutoff: Annotated[dt.datetime | None, typer.Option(
-        formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
-    = None,
-    corpus: Annotated[list[str] | None, typer.Option(
-        help="Only these corpus tiers (repeatable).")] = None,
+    mode: ModeOpt = "hybrid",
+    cutoff: CutoffOpt = None,
+    corpus: CorpusOpt = None,
     filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="author=X, source=X, or on metadata: key=value, key>=v, key<v, "
         "key:in=a,b, key:exists (repeatable).")] = None,

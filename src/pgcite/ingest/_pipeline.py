@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from pgcite._errors import ConfigError, LoadError
 from pgcite._progress import progress_bar
 from pgcite.config import Settings
-from pgcite.embed._base import Embedder, EmbedderSpec
+from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._cache import embed_with_cache
 from pgcite.embed._registry import embedder_for, load_embedder
 from pgcite.ingest._chunking import chunk_document
@@ -114,6 +114,21 @@ def other_embedder(
     return embedder
 
 
+def embed_texts(
+    db: Database, embedder: Embedder, texts: Sequence[str], report: IngestReport, *,
+    label: str, progress: bool, batch_size: int,
+) -> Vectors:
+    """Embed through the cache with a progress bar; counts go into ``report``."""
+    with progress_bar(progress) as bar:
+        task = bar.add_task(f"{label} ({embedder.spec.id})", total=len(texts))
+        vectors, counts = embed_with_cache(
+            db, embedder, texts, batch_size=batch_size,
+            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+        )
+    report.embedded, report.cached = counts.embedded, counts.cached
+    return vectors
+
+
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
     report: IngestReport,
@@ -185,13 +200,8 @@ def ingest(
 
     vectors = np.zeros((0, spec.dim), dtype=np.float32)
     if embedder is not None and texts:
-        with progress_bar(progress) as bar:
-            task = bar.add_task(f"embedding ({spec.id})", total=len(texts))
-            vectors, counts = embed_with_cache(
-                db, embedder, texts, batch_size=settings.embed_batch_size,
-                on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
-        report.embedded, report.cached = counts.embedded, counts.cached
+        vectors = embed_texts(db, embedder, texts, report, label="embedding",
+                              progress=progress, batch_size=settings.embed_batch_size)
 
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")

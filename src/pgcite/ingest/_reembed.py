@@ -21,12 +21,10 @@ import psycopg
 from psycopg import sql
 
 from pgcite._errors import ConfigError, EmbedderError, PgciteError
-from pgcite._progress import progress_bar
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, Vectors
-from pgcite.embed._cache import embed_with_cache
 from pgcite.embed._registry import load_embedder
-from pgcite.ingest._pipeline import IngestReport, embedding_text
+from pgcite.ingest._pipeline import IngestReport, embed_texts, embedding_text
 from pgcite.ingest._types import ChunkDraft
 from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
 from pgcite.store._database import Database
@@ -79,13 +77,8 @@ def reembed(
         ensure_vector_index(conn, info.schema_name, embedder.spec, info.settings.halfvec)
     report = IngestReport(collection=collection, documents=len(docs))
     texts = [embedding_text(c) for doc in docs.values() for c in doc.chunks]
-    with progress_bar(progress) as bar:
-        task = bar.add_task(f"re-embedding ({embedder.spec.id})", total=len(texts))
-        vectors, counts = embed_with_cache(
-            db, embedder, texts, batch_size=settings.embed_batch_size,
-            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
-    report.embedded, report.cached = counts.embedded, counts.cached
+    vectors = embed_texts(db, embedder, texts, report, label="re-embedding", progress=progress,
+                          batch_size=settings.embed_batch_size)
     with db.transaction() as conn:
         pks = _store(conn, info, docs, vectors, embedder, report)
         report.snapshot_id = build_snapshot(

@@ -78,3 +78,21 @@ def test_unreachable_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PGCITE_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
     code, out = run("collection", "list")
     assert code == 1 and "cannot connect" in out
+
+
+def test_search_defaults_per_collection(cli_env: None, client: pgcite.Client) -> None:
+    assert run("collection", "create", "cli_weights")[0] == 0
+    assert run("ingest", "cli_weights", str(DIARY), "--no-progress")[0] == 0
+    code, out = run("collection", "set", "cli_weights", "--fusion", "rrf", "--weights", "2,1")
+    assert code == 0, out
+    col = client.collection("cli_weights")
+    assert (col.info.settings.fusion, col.info.settings.weights) == ("rrf", (2.0, 1.0))
+    result = col.search("the plague in London", explain=True)
+    for hit in [*result.hits, *result.dropped]:  # the collection's RRF with 2:1 weights
+        parts = [(2.0, hit.keyword_rank), (1.0, hit.vector_rank)]
+        assert hit.score == pytest.approx(sum(w / (60 + r) for w, r in parts if r))
+    code, out = run("collection", "set", "cli_weights", "--weights", "-1,1")
+    assert code == 2 and "invalid setting weights" in out
+    code, out = run("collection", "set", "cli_weights", "--weights", "abc")
+    assert code == 2 and "cannot read weights" in out
+    assert run("collection", "drop", "cli_weights", "--yes")[0] == 0

@@ -21,7 +21,7 @@ from pgcite.ingest._loaders import FieldMapping, Overrides
 from pgcite.ingest._pipeline import IngestReport, ingest
 from pgcite.retrieve._filters import Filters, MetadataPredicate
 from pgcite.retrieve._hits import SearchResult
-from pgcite.retrieve._search import DEFAULT_FUSION, Ordering, SearchOptions, run_search
+from pgcite.retrieve._search import Ordering, SearchOptions, run_search
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
     CollectionInfo,
@@ -190,20 +190,24 @@ class Collection:
         ordering: Ordering = "score",
         fetch_multiplier: int = 3,
         rrf_k: int = 60,
-        weights: tuple[float, float] = (1.0, 1.0),
+        weights: tuple[float, float] | None = None,
         ef_search: int = 100,
-        fusion: str = DEFAULT_FUSION,
+        fusion: str | None = None,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
         ``cutoff``, ``corpora`` and ``metadata`` are shorthands merged into ``filters``.
+        ``fusion`` and ``weights`` default to the collection's settings (convex, 1:1 unless
+        set with ``pgcite collection set --fusion/--weights``).
         """
         merged = _merge_filters(filters, cutoff, corpora, metadata)
         options = SearchOptions(
             top_k=top_k, mode=mode, fetch_multiplier=fetch_multiplier, rrf_k=rrf_k,
-            weights=weights, ef_search=ef_search, ordering=ordering, fusion=fusion,
+            weights=self.info.settings.weights if weights is None else weights,
+            ef_search=ef_search, ordering=ordering,
+            fusion=self.info.settings.fusion if fusion is None else fusion,
         )
         snapshot = self._snapshot(snapshot_id)
         embedder = None

@@ -119,12 +119,20 @@ def set_(
     threshold: Annotated[float | None, typer.Option(
         help="Fixed abstention threshold for the gate's pass rate (default: calibrated).")]
     = None,
+    fusion: Annotated[str | None, typer.Option(
+        help="Default fusion of hybrid search: convex or rrf.")] = None,
+    weights: Annotated[str | None, typer.Option(
+        help="Default keyword,vector leg weights, e.g. 0.7,0.3 for a corpus where exact words "
+        "matter more than meaning (measure with pgcite eval).")] = None,
     json_out: bool = JsonOption,
 ) -> None:
-    """Change a collection's settings: the golden set and floors of its activation gate."""
+    """Change a collection's settings: its activation gate (golden set, floors) and its search
+    defaults (fusion, leg weights)."""
+    from pydantic import ValidationError
+
     from pgcite._errors import ConfigError
     from pgcite.evaluate import load_golden
-    from pgcite.store._collections import update_settings
+    from pgcite.store._collections import CollectionSettings, update_settings
     from pgcite.store._gate import GateSettings, apply_floors
 
     with user_errors(), client() as c:
@@ -144,8 +152,18 @@ def set_(
             updates["golden"] = str(golden.resolve())
         if no_golden:
             updates["golden"] = None
+        if fusion is not None:
+            updates["fusion"] = fusion
+        if weights is not None:
+            updates["weights"] = _weights(weights)
+        try:
+            new = CollectionSettings.model_validate({**settings.model_dump(), **updates})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(f"invalid setting {'.'.join(map(str, first['loc']))}: "
+                              f"{first['msg']}") from None
         with c.db.transaction() as conn:
-            info = update_settings(conn, name, settings.model_copy(update=updates))
+            info = update_settings(conn, name, new)
     if json_out:
         emit_json(info)
         return
@@ -153,3 +171,13 @@ def set_(
     floors = ", ".join(f"{k} >= {v}" for k, v in s.gate.floors.items()) or "none"
     console.print(f"[bold]{name}[/]: golden {s.golden or 'none (no gate)'}; floors {floors}; "
                   f"tolerance {s.gate.tolerance}", highlight=False)
+
+
+def _weights(text: str) -> tuple[float, float]:
+    from pgcite._errors import ConfigError
+
+    try:
+        keyword, vector = (float(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"cannot read weights {text!r}", hint="use KEYWORD,VECTOR, e.g. 0.7,0.3") from None
+    return keyword, vector

@@ -69,9 +69,9 @@ def search_command(
         "key:in=a,b, key:exists (repeatable).")] = None,
     ordering: Annotated[str, typer.Option(
         help="score, or corpus (tier A first, then B …).")] = "score",
-    fusion: Annotated[str, typer.Option(
-        help="How hybrid mode fuses the legs: convex (normalised scores, default) or rrf "
-        "(reciprocal rank fusion, k=60).")] = "convex",
+    fusion: Annotated[str | None, typer.Option(
+        help="How hybrid mode fuses the legs: convex (normalised scores) or rrf (reciprocal "
+        "rank fusion, k=60); default: the collection's setting (convex).")] = None,
     explain: Annotated[bool, typer.Option(
         help="Show each hit's keyword/vector/fused ranks and what fusion dropped.")] = False,
     json_out: bool = JsonOption,

@@ -9,12 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
 from pgcite.embed._base import EmbedderSpec
@@ -39,6 +39,17 @@ class CollectionSettings(BaseModel):
     golden: str | None = Field(
         default=None, description="golden set that gates activation (None: no gate)")
     gate: GateSettings = Field(default_factory=GateSettings)
+    fusion: Literal["convex", "rrf"] = Field(
+        default="convex", description="default fusion of the hybrid mode")
+    weights: tuple[float, float] = Field(
+        default=(1.0, 1.0), description="default (keyword, vector) leg weights in the fusion")
+
+    @field_validator("weights")
+    @classmethod
+    def _positive(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if min(value) < 0 or sum(value) <= 0:
+            raise ValueError("leg weights must be >= 0 and not both 0")
+        return value
 
 
 class CollectionInfo(BaseModel):

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-RETRIEVAL = ["scifact", "pepys", "xquad-en", "xquad-ar", "xquad-ar-en"]
+RETRIEVAL = ["scifact", "pepys", "xquad-en", "xquad-ar", "xquad-ar-en", "peers"]
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -72,6 +72,12 @@ def tables() -> str:
             lines += ["", "### SciFact, database part of a top-10 query (vector precomputed)", "",
                       "| mode | p50 ms | p95 ms |", "|---|---|---|"]
             lines += [f"| {m} | {v['p50_ms']} | {v['p95_ms']} |" for m, v in top10.items()]
+    peers = RESULTS / "peers" / "results.json"
+    if peers.exists():
+        latency = json.loads(peers.read_text())["metadata"].get("latency_top10", {})
+        lines += ["", "### Peers on SciFact: top-10 hybrid latency, sequential (ms)", "",
+                  "| what | p50 | p95 |", "|---|---|---|"]
+        lines += [f"| {name} | {v['p50_ms']} | {v['p95_ms']} |" for name, v in latency.items()]
     scale = RESULTS / "scale" / "results.json"
     if scale.exists():
         lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]

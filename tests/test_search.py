@@ -248,3 +248,13 @@ def test_halfvec_collection_searches_through_its_index(client: pgcite.Client) ->
     assert indexdef is not None and "halfvec(384)" in indexdef[0]
     assert "halfvec_cosine_ops" in indexdef[0]
     client.drop_collection("halfvec_fixture")
+
+
+def test_term_depth_bounds_each_terms_postings(diary: pgcite.Collection) -> None:
+    exact = diary.search("the fire in the city", mode="keyword", top_k=50)
+    shallow = diary.search("the fire in the city", mode="keyword", top_k=50, term_depth=1)
+    # one posting per term: at most as many chunks as query terms, each its term's best
+    assert 0 < len(shallow.hits) <= 2 < len(exact.hits)
+    assert shallow.hits[0].id in {h.id for h in exact.hits[:3]}
+    with pytest.raises(pgcite.ConfigError, match="term_depth"):
+        diary.search("fire", term_depth=0)

@@ -193,6 +193,7 @@ class Collection:
         weights: tuple[float, float] | None = None,
         ef_search: int = 100,
         fusion: str | None = None,
+        term_depth: int | None = None,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
     ) -> SearchResult:
@@ -208,6 +209,7 @@ class Collection:
             weights=self.info.settings.weights if weights is None else weights,
             ef_search=ef_search, ordering=ordering,
             fusion=self.info.settings.fusion if fusion is None else fusion,
+            term_depth=term_depth,
         )
         snapshot = self._snapshot(snapshot_id)
         embedder = None

@@ -24,6 +24,7 @@ MODES = ("keyword", "vector", "hybrid")
 # bench/README.md. RRF stays available (fusion="rrf"): it is rank-only, so it needs no score
 # normalisation, and its k defaults to 60.
 DEFAULT_FUSION = "convex"
+EXACT = 2**31 - 1  # "every posting" as an array bound
 
 
 class SearchOptions:
@@ -40,6 +41,7 @@ class SearchOptions:
         ef_search: int = 100,
         ordering: Ordering = "score",
         fusion: str = DEFAULT_FUSION,
+        term_depth: int | None = None,
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}", hint="use keyword, vector or hybrid")
@@ -59,6 +61,11 @@ class SearchOptions:
         self.ef_search = ef_search
         self.ordering: Ordering = ordering
         self.fusion: Fusion = fusion  # type: ignore[assignment]
+        if term_depth is not None and term_depth < 1:
+            raise ConfigError("term_depth must be >= 1 (or None for exact BM25)")
+        # None: exact BM25. N: only each term's N highest-weighted postings count — faster on
+        # big collections, approximate (SciFact: p50 3.7 vs 4.7 ms at N=500, nDCG@10 -0.007).
+        self.term_depth = term_depth
 
 
 def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
@@ -107,7 +114,7 @@ def run_search(
     params: dict[str, Any] = {
         **compiled.params, "snapshot_id": snapshot.snapshot_id, "fetch": options.fetch,
         "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
-        "rrf_k": float(options.rrf_k), "w_keyword": float(options.weights[0]),
+        "rrf_k": float(options.rrf_k), "term_depth": options.term_depth or EXACT, "w_keyword": float(options.weights[0]),
         "w_vector": float(options.weights[1]),
     }
     if options.mode != "keyword":
@@ -125,7 +132,9 @@ def run_search(
         filtered=bool(compiled.clauses), fusion=options.fusion,
     )
     t0 = time.perf_counter()
-    with conn.transaction(), conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+    # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
+    with conn.pipeline(), conn.transaction(), conn.cursor(
+            row_factory=psycopg.rows.dict_row) as cur:
         # SET LOCAL: these settings end with the transaction, never leak to the pool.
         cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                     " set_config('hnsw.iterative_scan', 'strict_order', true)",

@@ -18,7 +18,8 @@ Mode = Literal["keyword", "vector", "hybrid"]
 Fusion = Literal["rrf", "convex"]
 
 # BM25 over precomputed postings: sum the weights of the query's terms per chunk. The query is
-# analysed by the same to_tsvector configuration as the documents.
+# analysed by the same to_tsvector configuration as the documents. Postings are impact-ordered
+# (highest weight first), so %(term_depth)s can bound the work per term on large collections.
 _KEYWORD = """
 kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
@@ -26,7 +27,8 @@ kw_terms AS (
 ), kw_scored AS (
     SELECT p.chunk_pk, sum(p.weight) AS score
     FROM {s}.postings po CROSS JOIN kw_terms,
-         unnest(po.chunk_pks, po.weights) AS p(chunk_pk, weight)
+         unnest(po.chunk_pks[1:%(term_depth)s], po.weights[1:%(term_depth)s])
+           AS p(chunk_pk, weight)
     WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
     GROUP BY p.chunk_pk
 ), kw_top AS (

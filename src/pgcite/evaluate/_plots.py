@@ -86,7 +86,9 @@ def _latency(result: EvalResult) -> Figure | None:
             patch.set_facecolor(colour_of[name])  # same colour as the bar charts
             patch.set_alpha(0.6)
         ax.set_xticks(range(1, len(names) + 1), names, rotation=20, ha="right")
-        ax.set_title(f"{stage} (ms)")
+        # Log scale: a few slow outliers on a shared machine would flatten every box otherwise.
+        ax.set_yscale("log")
+        ax.set_title(f"{stage} (ms, log scale)")
         ax.grid(axis="y", alpha=0.3)
     for ax in axes[len(stages) :]:
         ax.set_visible(False)

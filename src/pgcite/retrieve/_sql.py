@@ -32,13 +32,15 @@ kw_terms AS (
     WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
     GROUP BY p.chunk_pk
 ), kw_top AS (
-    SELECT k.chunk_pk, k.score::float8 AS score,
-           row_number() OVER (ORDER BY k.score DESC, k.chunk_pk) AS rank
+    SELECT k.chunk_pk, k.score::float8 AS score
     FROM kw_scored k {join}
     ORDER BY k.score DESC, k.chunk_pk
     LIMIT %(fetch)s
 ), kw AS (
-    SELECT *, {norm_score} AS norm FROM kw_top
+    -- ranked after the LIMIT, so the sort above can be a top-N heapsort
+    SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
+           {norm_score} AS norm
+    FROM kw_top
 )"""
 # Filters need the chunk row; without them, the postings alone rank (half the work).
 _KEYWORD_JOIN = "JOIN {s}.chunks c USING (chunk_pk) WHERE {filters} {constraint}"

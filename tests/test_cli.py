@@ -91,6 +91,12 @@ def test_search_defaults_per_collection(cli_env: None, client: pgcite.Client) ->
     for hit in [*result.hits, *result.dropped]:  # the collection's RRF with 2:1 weights
         parts = [(2.0, hit.keyword_rank), (1.0, hit.vector_rank)]
         assert hit.score == pytest.approx(sum(w / (60 + r) for w, r in parts if r))
+    assert run("collection", "set", "cli_weights", "--term-depth", "1")[0] == 0
+    shallow = client.collection("cli_weights").search("the fire in the city", mode="keyword",
+                                                       top_k=50)
+    assert 0 < len(shallow.hits) <= 2  # one posting per query term counts
+    assert run("collection", "set", "cli_weights", "--term-depth", "0")[0] == 0
+    assert client.collection("cli_weights").info.settings.term_depth is None
     code, out = run("collection", "set", "cli_weights", "--weights", "-1,1")
     assert code == 2 and "invalid setting weights" in out
     code, out = run("collection", "set", "cli_weights", "--weights", "abc")

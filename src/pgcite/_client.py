@@ -209,7 +209,7 @@ class Collection:
             weights=self.info.settings.weights if weights is None else weights,
             ef_search=ef_search, ordering=ordering,
             fusion=self.info.settings.fusion if fusion is None else fusion,
-            term_depth=term_depth,
+            term_depth=self.info.settings.term_depth if term_depth is None else term_depth,
         )
         snapshot = self._snapshot(snapshot_id)
         embedder = None

@@ -124,6 +124,9 @@ def set_(
     weights: Annotated[str | None, typer.Option(
         help="Default keyword,vector leg weights, e.g. 0.7,0.3 for a corpus where exact words "
         "matter more than meaning (measure with pgcite eval).")] = None,
+    term_depth: Annotated[int | None, typer.Option(
+        help="Count only each query term's N best BM25 postings (0: exact, the default). "
+        "For collections of ~1M chunks: 1000.")] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Change a collection's settings: its activation gate (golden set, floors) and its search
@@ -156,6 +159,8 @@ def set_(
             updates["fusion"] = fusion
         if weights is not None:
             updates["weights"] = _weights(weights)
+        if term_depth is not None:
+            updates["term_depth"] = term_depth or None
         try:
             new = CollectionSettings.model_validate({**settings.model_dump(), **updates})
         except ValidationError as exc:

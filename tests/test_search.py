@@ -136,16 +136,11 @@ def test_filter_values_are_parameters_not_sql(diary: pgcite.Collection) -> None:
 
 
 def test_vector_leg_uses_the_hnsw_index(diary: pgcite.Collection) -> None:
-    from pgcite.retrieve._search import SearchOptions
-    from pgcite.retrieve._sql import build_search_sql
+    from pgcite.retrieve._search import SearchOptions, prepare_search
 
-    snap = diary.active_snapshot()
-    statement = build_search_sql(
-        schema=diary.info.schema_id, ts_config="english", model_key=snap.embed_model, dim=384,
-        halfvec=False, mode="vector", filters=sql.SQL("true"), constraint=False)
-    params = {"snapshot_id": snap.snapshot_id, "fetch": SearchOptions().fetch, "ranking_text": "",
-              "constraint": None, "rrf_k": 60.0, "w_keyword": 1.0, "w_vector": 1.0,
-              "query_vector": np.ones(384, dtype=np.float32)}
+    statement, params = prepare_search(
+        diary.info, diary.active_snapshot(), "fire", filters=Filters(),
+        options=SearchOptions(mode="vector"), query_vector=np.ones(384, dtype=np.float32))
     with diary.client.connection() as conn, conn.transaction():
         conn.execute("SET LOCAL enable_seqscan = off")  # tiny table: make the planner show
         plan = "\n".join(r[0] for r in conn.execute(

@@ -125,21 +125,16 @@ def index_usage(collection: Any, query: str) -> dict[str, Any]:
     from psycopg import sql
 
     from pgcite.embed._registry import embedder_for_key
-    from pgcite.retrieve._search import SearchOptions
-    from pgcite.retrieve._sql import build_search_sql
+    from pgcite.retrieve._filters import Filters
+    from pgcite.retrieve._search import SearchOptions, prepare_search
 
     snapshot = collection.active_snapshot()
     vector = embedder_for_key(snapshot.embed_model).embed_query(query)
-    params = {"snapshot_id": snapshot.snapshot_id, "fetch": SearchOptions().fetch,
-              "ranking_text": query, "constraint": None, "rrf_k": 60.0, "w_keyword": 1.0,
-              "w_vector": 1.0, "query_vector": np.asarray(vector, dtype=np.float32)}
     out: dict[str, Any] = {}
     for leg in ("keyword", "vector"):
-        statement = build_search_sql(
-            schema=collection.info.schema_id, ts_config=collection.info.ts_config,
-            model_key=snapshot.embed_model, dim=snapshot.embed_dim,
-            halfvec=collection.info.settings.halfvec, mode=leg, filters=sql.SQL("true"),
-            constraint=False, filtered=False)
+        statement, params = prepare_search(
+            collection.info, snapshot, query, filters=Filters(),
+            options=SearchOptions(mode=leg, top_k=10), query_vector=vector)
         with collection.client.connection() as conn, conn.transaction():
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
             row = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from pgcite._errors import ConfigError, PgciteError
 from pgcite.embed._base import Embedder
@@ -92,6 +93,37 @@ def _order(rows: list[dict[str, Any]], ordering: Ordering) -> list[dict[str, Any
     return rows
 
 
+def prepare_search(
+    info: CollectionInfo,
+    snapshot: SnapshotInfo,
+    query: str,
+    *,
+    filters: Filters,
+    options: SearchOptions,
+    query_vector: np.ndarray | None,
+) -> tuple[sql.Composed, dict[str, Any]]:
+    """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
+    compiled = compile_filters(filters, snapshot.metadata_fields or {})
+    parsed = parse_query(query)
+    params: dict[str, Any] = {
+        **compiled.params, "snapshot_id": snapshot.snapshot_id, "fetch": options.fetch,
+        "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
+        "rrf_k": float(options.rrf_k), "term_depth": options.term_depth or EXACT,
+        "w_keyword": float(options.weights[0]), "w_vector": float(options.weights[1]),
+    }
+    if options.mode != "keyword":
+        if query_vector is None:
+            raise PgciteError("a vector search needs a query vector")
+        params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
+    statement = build_search_sql(
+        schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
+        dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
+        filters=compiled.sql(), constraint=parsed.constraint is not None,
+        filtered=bool(compiled.clauses), fusion=options.fusion,
+    )
+    return statement, params
+
+
 def run_search(
     conn: psycopg.Connection,
     info: CollectionInfo,
@@ -109,28 +141,14 @@ def run_search(
         raise ConfigError("the question is empty")
     timings: dict[str, float] = {}
     started = time.perf_counter()
-    compiled = compile_filters(filters, snapshot.metadata_fields or {})
-    parsed = parse_query(query)
-    params: dict[str, Any] = {
-        **compiled.params, "snapshot_id": snapshot.snapshot_id, "fetch": options.fetch,
-        "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
-        "rrf_k": float(options.rrf_k), "term_depth": options.term_depth or EXACT, "w_keyword": float(options.weights[0]),
-        "w_vector": float(options.weights[1]),
-    }
-    if options.mode != "keyword":
-        if query_vector is None:
-            if embedder is None:
-                raise PgciteError("a vector search needs the snapshot's embedder")
-            t0 = time.perf_counter()
-            query_vector = embedder.embed_query(query)
-            timings["embed"] = (time.perf_counter() - t0) * 1000
-        params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
-    statement = build_search_sql(
-        schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
-        dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
-        filters=compiled.sql(), constraint=parsed.constraint is not None,
-        filtered=bool(compiled.clauses), fusion=options.fusion,
-    )
+    if options.mode != "keyword" and query_vector is None:
+        if embedder is None:
+            raise PgciteError("a vector search needs the snapshot's embedder")
+        t0 = time.perf_counter()
+        query_vector = embedder.embed_query(query)
+        timings["embed"] = (time.perf_counter() - t0) * 1000
+    statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
+                                       query_vector=query_vector)
     t0 = time.perf_counter()
     # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
     with conn.pipeline(), conn.transaction(), conn.cursor(

@@ -101,6 +101,7 @@ def prepare_search(
     filters: Filters,
     options: SearchOptions,
     query_vector: np.ndarray | None,
+    explain: bool = False,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
     compiled = compile_filters(filters, snapshot.metadata_fields or {})
@@ -110,6 +111,8 @@ def prepare_search(
         "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
         "rrf_k": float(options.rrf_k), "term_depth": options.term_depth or EXACT,
         "w_keyword": float(options.weights[0]), "w_vector": float(options.weights[1]),
+        # explain and tier ordering need the candidates below top_k; plain searches do not
+        "limit": options.top_k if options.ordering == "score" and not explain else None,
     }
     if options.mode != "keyword":
         if query_vector is None:
@@ -148,7 +151,7 @@ def run_search(
         query_vector = embedder.embed_query(query)
         timings["embed"] = (time.perf_counter() - t0) * 1000
     statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
-                                       query_vector=query_vector)
+                                       query_vector=query_vector, explain=explain)
     t0 = time.perf_counter()
     # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
     with conn.pipeline(), conn.transaction(), conn.cursor(

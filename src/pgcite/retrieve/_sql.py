@@ -89,6 +89,7 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
 JOIN {s}.chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
 ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
+LIMIT %(limit)s
 """
 FUSIONS = {"rrf": _RRF, "convex": _CONVEX}
 

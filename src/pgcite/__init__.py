@@ -18,6 +18,7 @@ from pgcite._errors import (
     LoadError,
     PgciteError,
 )
+from pgcite.answer import Answer, Source
 from pgcite.config import Settings
 from pgcite.embed import Embedder, EmbedderSpec
 from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
@@ -26,6 +27,7 @@ from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
 __version__ = "0.1.0"
 
 __all__ = [
+    "Answer",
     "Client",
     "Collection",
     "CollectionExists",
@@ -47,6 +49,7 @@ __all__ = [
     "PgciteError",
     "SearchResult",
     "Settings",
+    "Source",
     "Unit",
     "connect",
 ]

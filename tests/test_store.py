@@ -157,3 +157,20 @@ def test_embedder_version_mismatch_is_refused(client: pgcite.Client) -> None:
         client.collection("mismatch").ingest([DIARY])
     client.drop_collection("mismatch")
     assert col.name == "mismatch"
+
+
+def test_activate_and_rollback_from_python(client: pgcite.Client, tmp_path: Path) -> None:
+    col = client.create_collection("py_lifecycle")
+    first = col.ingest([DIARY])
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text(json.dumps({"_id": "x-1", "date": "1670-01-01", "text": "A new entry."}) + "\n")
+    built = col.ingest([extra], activate=False)
+    assert built.snapshot_id is not None and not built.activated
+    assert col.active_snapshot().snapshot_id == first.snapshot_id  # built, not live
+    result = col.activate(built.snapshot_id)
+    assert result.snapshot_id == built.snapshot_id and not result.gated
+    assert col.active_snapshot().snapshot_id == built.snapshot_id
+    back = col.rollback()
+    assert back.snapshot_id == first.snapshot_id
+    assert col.active_snapshot().snapshot_id == first.snapshot_id
+    client.drop_collection("py_lifecycle")

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
@@ -34,6 +34,9 @@ from pgcite.store._collections import (
 )
 from pgcite.store._database import Database
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
+
+if TYPE_CHECKING:
+    from pgcite._lifecycle import ActivationResult  # imports this module
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -131,6 +134,22 @@ class Collection:
     def stats(self) -> dict[str, Any]:
         with self.client.connection() as conn:
             return collection_stats(conn, self.info)
+
+    def activate(
+        self, snapshot_id: int, *, golden: str | Path | None = None, force: bool = False
+    ) -> ActivationResult:
+        """Make a snapshot live through the evaluation gate (when the collection has a golden
+        set); raises ``GateRefused`` naming the failing figures. See docs/snapshots.md."""
+        from pgcite._lifecycle import activate
+
+        return activate(self, snapshot_id, golden_path=Path(golden) if golden else None,
+                        force=force)
+
+    def rollback(self) -> ActivationResult:
+        """Back to the previously active snapshot (no gate: it passed when it was live)."""
+        from pgcite._lifecycle import rollback
+
+        return rollback(self)
 
     def snapshots(self) -> list[SnapshotInfo]:
         with self.client.connection() as conn:

@@ -255,3 +255,15 @@ def test_term_depth_bounds_each_terms_postings(diary: pgcite.Collection) -> None
     assert shallow.hits[0].id in {h.id for h in exact.hits[:3]}
     with pytest.raises(pgcite.ConfigError, match="term_depth"):
         diary.search("fire", term_depth=0)
+
+
+def test_confidence_covers_every_candidate_not_only_top_k(diary: pgcite.Collection) -> None:
+    # keyword-only weights put the mutton entry first; the closest passage is about the plague
+    wide = diary.search("mutton plague", top_k=20, explain=True)
+    best = max(1 - h.vector_distance for h in [*wide.hits, *wide.dropped]
+               if h.vector_distance is not None)
+    narrow = diary.search("mutton plague", top_k=1, weights=(1.0, 0.0))
+    assert narrow.hits[0].vector_distance is None or (
+        1 - narrow.hits[0].vector_distance < best - 0.02)  # the case this test is about
+    assert narrow.confidence == pytest.approx(best)
+    assert diary.search("cheese", mode="keyword").confidence is None

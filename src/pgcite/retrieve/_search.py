@@ -167,10 +167,9 @@ def run_search(
     hits = [_hit(row, i + 1, options.mode) for i, row in enumerate(rows[: options.top_k])]
     dropped = [_hit(row, i + 1 + options.top_k, options.mode)
                for i, row in enumerate(rows[options.top_k:])] if explain else []
-    distances = [row["distance"] for row in rows if row["distance"] is not None]
     timings["total"] = (time.perf_counter() - started) * 1000
     return SearchResult(
         query=query, mode=options.mode, collection=info.name, snapshot_id=snapshot.snapshot_id,
         embedding_model=snapshot.embed_model, hits=hits, dropped=dropped,
-        confidence=(1.0 - min(distances)) if distances else None, timings_ms=timings,
+        confidence=rows[0]["best_similarity"] if rows else None, timings_ms=timings,
     )

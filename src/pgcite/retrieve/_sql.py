@@ -84,6 +84,8 @@ _FUSE = """
 SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        {fusion} AS fused,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
+       -- over every candidate, before the LIMIT: abstention must not depend on top_k
+       1 - min(v.distance) OVER () AS best_similarity,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from pgcite._errors import PgciteError
+from pgcite.llm._types import LLMError
 
 
 class _Camel(BaseModel):
@@ -44,8 +44,8 @@ class GenerationRequest(BaseModel):
     abstention_text: str
 
 
-class GeneratorError(PgciteError):
-    """A generator could not produce text (timeout, HTTP error, garbage, missing package)."""
+# A generator failure is a model failure: one exception type for every model-backed stage.
+GeneratorError = LLMError
 
 
 @runtime_checkable

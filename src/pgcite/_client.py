@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,13 +15,17 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from pgcite._errors import CollectionNotFound, EmbedderError, PgciteError
+from pgcite._models import chat_model_from, reranker_from
 from pgcite.answer._types import Answer, Generator
 from pgcite.config import Settings
 from pgcite.embed._registry import DEFAULT_EMBEDDER, embedder_for_key, load_embedder
 from pgcite.ingest._loaders import FieldMapping, Overrides
 from pgcite.ingest._pipeline import IngestReport, ingest
-from pgcite.retrieve._filters import Filters, MetadataPredicate
+from pgcite.llm import ChatModel
+from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
 from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
+from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import Ordering, SearchOptions, run_search
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
@@ -37,6 +42,7 @@ from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshot
 
 if TYPE_CHECKING:
     from pgcite._lifecycle import ActivationResult  # imports this module
+    from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -47,11 +53,32 @@ def _configure(conn: psycopg.Connection) -> None:
 class Client:
     """A connection to a pgcite database (embedded by default)."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, *, llm: ChatModel | None = None,
+                 reranker: Reranker | None = None) -> None:
         self.settings = settings or Settings()
         self.db = Database.open(self.settings)
         self._pool: ConnectionPool | None = None
         self._active: ActivePointerCache[SnapshotInfo | None] | None = None
+        # Models for the optional stages: given here, or built on first use from PGCITE_LLM*
+        # / PGCITE_RERANKER* settings (None when not configured: those stages are skipped).
+        self._llm, self._llm_ready = llm, llm is not None
+        self._reranker, self._reranker_ready = reranker, reranker is not None
+        self._models_lock = threading.Lock()
+
+    def llm(self) -> ChatModel | None:
+        """The chat model for HyDE, decomposition, routing, grading (None if not configured)."""
+        with self._models_lock:
+            if not self._llm_ready:
+                self._llm, self._llm_ready = chat_model_from(self.settings), True
+            return self._llm
+
+    def reranker(self) -> Reranker | None:
+        """The reranker (None if not configured)."""
+        with self._models_lock:
+            if not self._reranker_ready:
+                llm = self._llm if self._llm_ready else chat_model_from(self.settings)
+                self._reranker, self._reranker_ready = reranker_from(self.settings, llm), True
+            return self._reranker
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -215,14 +242,59 @@ class Collection:
         term_depth: int | None = None,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
+        stages: Stages | Mapping[str, Any] | None = None,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
         ``cutoff``, ``corpora`` and ``metadata`` are shorthands merged into ``filters``.
         ``fusion`` and ``weights`` default to the collection's settings (convex, 1:1 unless
-        set with ``pgcite collection set --fusion/--weights``).
+        set with ``pgcite collection set --fusion/--weights``). ``stages`` overrides the
+        collection's optional quality stages for this query, e.g. ``{"rerank": True}``
+        (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
         """
-        merged = _merge_filters(filters, cutoff, corpora, metadata)
+        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
+        kwargs: dict[str, Any] = dict(
+            mode=mode, filters=merge_filters(filters, cutoff, corpora, metadata),
+            explain=explain, ordering=ordering, fetch_multiplier=fetch_multiplier, rrf_k=rrf_k,
+            weights=weights, ef_search=ef_search, fusion=fusion, term_depth=term_depth,
+            snapshot_id=snapshot_id)
+        if not plan.active:
+            return self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
+        snapshot = self._snapshot(snapshot_id)
+        embedder = (embedder_for_key(snapshot.embed_model, self.client.settings)
+                    if mode != "keyword" else None)
+
+        def one(text: str, depth: int, vector: np.ndarray | None,
+                legs: tuple[float, float] | None) -> SearchResult:
+            if vector is None and text == query:
+                vector = query_vector
+            return self._search_once(text, top_k=depth, query_vector=vector,
+                                     **{**kwargs, "weights": legs or weights})
+
+        models = StageModels(chat=self.client.llm(), reranker=self.client.reranker(),
+                             embedder=embedder)
+        return staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
+                             cutoff=kwargs["filters"].cutoff)
+
+    def _search_once(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        mode: str,
+        filters: Filters,
+        explain: bool,
+        ordering: Ordering,
+        fetch_multiplier: int,
+        rrf_k: int,
+        weights: tuple[float, float] | None,
+        ef_search: int,
+        fusion: str | None,
+        term_depth: int | None,
+        query_vector: np.ndarray | None,
+        snapshot_id: int | None,
+    ) -> SearchResult:
+        merged = filters
         options = SearchOptions(
             top_k=top_k, mode=mode, fetch_multiplier=fetch_multiplier, rrf_k=rrf_k,
             weights=self.info.settings.weights if weights is None else weights,
@@ -258,13 +330,21 @@ class Collection:
         persona: str | None = None,
         abstention_text: str | None = None,
         attribution_fallback: str | None = None,
+        stages: Mapping[str, Any] | None = None,
+        self_check: SelfCheckOptions | Mapping[str, Any] | None = None,
+        judge: ChatModel | None = None,
+        external: ExternalSearch | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
         ``generator``: a Generator, a kind name ("extractive", the default), or None.
+        ``stages``: retrieval stage overrides (as in :meth:`search`). ``self_check``: grading,
+        the corrective loop and the sufficiency check, e.g. ``{"grade": True}``, judged by
+        ``judge`` or the client's configured LLM (docs/answers.md, "Self-correcting").
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
+        from pgcite.answer._selfcheck import SelfCheckOptions
 
         if isinstance(generator, str):
             generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
@@ -272,9 +352,12 @@ class Collection:
             top_k=top_k, mode=mode, token_budget=token_budget, threshold=threshold,
             persona=persona, abstention_text=abstention_text,
             attribution_fallback=attribution_fallback,
+            stages=dict(stages) if stages is not None else None,
+            self_check=SelfCheckOptions.model_validate(self_check or {}),
         )
         return answer_question(self, question, options=options, filters=filters, cutoff=cutoff,
-                               corpora=corpora, generator=generator)
+                               corpora=corpora, generator=generator, judge=judge,
+                               external=external)
 
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:
@@ -296,23 +379,6 @@ def _check_query_dim(
             f"{snapshot.embed_dim}-dim vectors from {snapshot.embed_model}",
             hint="embed the query with the snapshot's model (leave query_vector unset)",
         )
-
-
-def _merge_filters(
-    filters: Filters | dict[str, Any] | None,
-    cutoff: dt.date | str | None,
-    corpora: Sequence[str] | None,
-    metadata: Sequence[MetadataPredicate] | None,
-) -> Filters:
-    base = filters if isinstance(filters, Filters) else Filters.model_validate(filters or {})
-    update: dict[str, Any] = {}
-    if cutoff is not None:
-        update["cutoff"] = dt.date.fromisoformat(cutoff) if isinstance(cutoff, str) else cutoff
-    if corpora is not None:
-        update["corpora"] = list(corpora)
-    if metadata:
-        update["metadata"] = [*base.metadata, *metadata]
-    return Filters.model_validate({**base.model_dump(), **update}) if update else base
 
 
 def connect(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,3 +34,19 @@ class Settings(BaseSettings):
         default=None, description="Base URL of an embedding server for http embedders"
     )
     embed_api_key: str | None = None
+    # The chat model for HyDE, decomposition, routing, grading and the LLM reranker. Unset:
+    # those stages are skipped (and say so), never faked.
+    llm: Literal["openai", "anthropic", "llama-cpp"] | None = Field(
+        default=None, description="chat model kind; llama-cpp without a path = packaged SmolLM2")
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_model_path: Path | None = None
+    llm_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # The reranker: a local CrossEncoder folder, a TEI or Cohere-compatible /rerank, or the LLM.
+    reranker: Literal["cross-encoder", "tei", "cohere", "llm"] | None = None
+    reranker_path: Path | None = None
+    reranker_url: str | None = None
+    reranker_model: str | None = None
+    reranker_api_key: SecretStr | None = None
+    reranker_timeout_s: float = Field(default=5.0, gt=0, le=120)

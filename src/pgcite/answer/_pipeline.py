@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,8 +21,10 @@ from pgcite._errors import ConfigError
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
+from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions
 from pgcite.answer._types import (
     Answer,
+    Attempt,
     ContextPassage,
     GenerationRequest,
     Generator,
@@ -30,7 +32,8 @@ from pgcite.answer._types import (
     Source,
     TraceEvent,
 )
-from pgcite.retrieve._filters import Filters
+from pgcite.llm import ChatModel
+from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
 
@@ -60,6 +63,9 @@ class AnswerOptions(BaseModel):
     temporal_check: bool = True  # abstain when every year asked about is after the sources
     abstention_text: str | None = None
     attribution_fallback: str | None = None
+    stages: dict[str, Any] | None = Field(
+        default=None, description="retrieval stage overrides, e.g. {'route': True}")
+    self_check: SelfCheckOptions = Field(default_factory=SelfCheckOptions)
 
 
 def default_threshold(embedding_model: str) -> float | None:
@@ -90,6 +96,7 @@ class _Run:
         self.question, self.result, self.policy = question, result, policy
         self.trace: list[TraceEvent] = []
         self.timings: dict[str, float] = {}
+        self.attempts: list[Attempt] = []
 
     def note(self, step: str, detail: str) -> None:
         self.trace.append(TraceEvent(step=step, detail=detail))
@@ -101,7 +108,8 @@ class _Run:
             snapshot_id=self.result.snapshot_id, embedding_model=self.result.embedding_model,
             sources=sources, citations=cited, generator=generator,
             confidence=self.result.confidence, threshold=self.policy.threshold,
-            trace=self.trace, timings_ms=self.timings,
+            trace=self.trace, attempts=self.attempts, stages=self.result.stages,
+            timings_ms=self.timings,
         )
 
     def abstain(self, reason: str, *, sources: list[Source] | None = None,
@@ -120,21 +128,46 @@ def answer_question(
     cutoff: dt.date | str | None = None,
     corpora: Sequence[str] | None = None,
     generator: Generator | None = None,
+    judge: ChatModel | None = None,
+    external: ExternalSearch | None = None,
 ) -> Answer:
-    """Answer ``question`` from ``collection`` with checked citations (see module doc)."""
+    """Answer ``question`` from ``collection`` with checked citations (see module doc).
+
+    ``judge`` is the chat model of the self-checks (default: the client's configured LLM);
+    ``external`` is the corrective loop's optional outside-search hook (none by default).
+    """
     options = options or AnswerOptions()
     started = time.perf_counter()
-    result = collection.search(question, top_k=options.top_k, mode=options.mode,
-                               filters=filters, cutoff=cutoff, corpora=corpora)
+    merged = merge_filters(filters, cutoff, corpora, None)
+
+    def search(text: str, top_k: int) -> SearchResult:
+        return collection.search(text, top_k=top_k, mode=options.mode, filters=merged,
+                                 stages=options.stages)
+
+    result = search(question, options.top_k)
     run = _Run(question, result, _Policy(collection, options, result))
     run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
-    run.timings["retrieve"] = _ms(started)  # embed + database + finding the snapshot
-    answer = _answer(run, options, generator or ExtractiveGenerator())
+    check = None
+    if options.self_check.active:
+        check = SelfCheck(
+            chat=judge or collection.client.llm(), options=options.self_check, search=search,
+            note=run.note, filters=merged, threshold=run.policy.threshold, external=external)
+        run.result, reason = check.retrieve(question, result, options.top_k)
+        run.attempts = check.attempts
+    run.timings["retrieve"] = _ms(started)  # embed + database + finding the snapshot (+ loop)
+    if check is not None and reason is not None:
+        answer = run.abstain(reason)
+    else:
+        answer = _answer(run, options, generator or ExtractiveGenerator(), check, search)
+    if check is not None:
+        answer.timings_ms.update(check.timings)
     answer.timings_ms["total"] = _ms(started)
     return answer
 
 
-def _answer(run: _Run, options: AnswerOptions, generator: Generator) -> Answer:
+def _answer(run: _Run, options: AnswerOptions, generator: Generator,
+            check: SelfCheck | None = None,
+            search: Callable[[str, int], SearchResult] | None = None) -> Answer:
     result, policy = run.result, run.policy
     if not result.hits:
         return run.abstain("retrieval found no passage (the filters may exclude everything)")
@@ -148,6 +181,17 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator) -> Answer:
     passages, dropped = fit_context(result.hits, options.token_budget)
     if not passages:
         return run.abstain(f"no passage fits the token budget of {options.token_budget}")
+    if check is not None and options.self_check.sufficiency:
+        verdict = check.sufficiency(run.question, passages)
+        if verdict == "insufficient":
+            return run.abstain("the model judged the passages insufficient to answer")
+        if verdict == "unsure" and search is not None:  # retrieve wider, once
+            wider = search(run.question, options.top_k * 2)
+            seen = {h.id for h in result.hits}
+            hits = [*result.hits, *(h for h in wider.hits if h.id not in seen)]
+            passages, dropped = fit_context(hits, options.token_budget)
+            run.note("sufficiency", f"unsure: retrieved wider once, {len(hits)} passages")
+            run.result = result = result.model_copy(update={"hits": hits})
     used = sum(approx_tokens(p.text) for p in passages)
     run.note("context", f"{len(passages)} passages, ~{used} tokens of {options.token_budget}"
              + (f"; over budget, left out: {', '.join(dropped)}" if dropped else ""))

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from pgcite.llm._types import LLMError
+from pgcite.retrieve._hits import StageEvent
 
 
 class _Camel(BaseModel):
@@ -79,6 +80,16 @@ class TraceEvent(_Camel):
     detail: str
 
 
+class Attempt(_Camel):
+    """One retrieval of the self-correcting loop: the query sent and what grading kept."""
+
+    query: str
+    retrieved: int
+    kept: int | None = Field(default=None, description="None: not graded")
+    grades: dict[str, bool | None] = Field(default_factory=dict)
+    note: str = ""
+
+
 class Answer(_Camel):
     """A checked answer: every id in ``citations`` is the id of one of ``sources``."""
 
@@ -95,4 +106,8 @@ class Answer(_Camel):
     )
     threshold: float | None = Field(default=None, description="abstention threshold used")
     trace: list[TraceEvent] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(
+        default_factory=list, description="the self-correcting loop's retrievals, if it ran")
+    stages: list[StageEvent] = Field(
+        default_factory=list, description="what the retrieval stages did (route, hyde, …)")
     timings_ms: dict[str, float] = Field(default_factory=dict)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from psycopg import sql
@@ -205,3 +206,21 @@ def parse_filter_args(items: list[str]) -> tuple[dict[str, list[str]], list[Meta
             value = raw
         preds.append(MetadataPredicate(key=key, op=op, value=value))  # type: ignore[arg-type]
     return columns, preds
+
+
+def merge_filters(
+    filters: Filters | dict[str, Any] | None,
+    cutoff: dt.date | str | None,
+    corpora: Sequence[str] | None,
+    metadata: Sequence[MetadataPredicate] | None,
+) -> Filters:
+    """``filters`` (a model or a dict) with the ``cutoff``/``corpora``/``metadata`` shorthands."""
+    base = filters if isinstance(filters, Filters) else Filters.model_validate(filters or {})
+    update: dict[str, Any] = {}
+    if cutoff is not None:
+        update["cutoff"] = dt.date.fromisoformat(cutoff) if isinstance(cutoff, str) else cutoff
+    if corpora is not None:
+        update["corpora"] = list(corpora)
+    if metadata:
+        update["metadata"] = [*base.metadata, *metadata]
+    return Filters.model_validate({**base.model_dump(), **update}) if update else base

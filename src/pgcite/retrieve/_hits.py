@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +33,18 @@ class Hit(BaseModel):
     vector_distance: float | None = Field(default=None, description="cosine distance")
 
 
+class StageEvent(BaseModel):
+    """What one optional stage (route, decompose, hyde, boost, rerank) did for this query."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    outcome: Literal["applied", "skipped", "fallback"] = Field(
+        description="fallback: the stage failed or ran out of time; its input was kept")
+    detail: str
+    ms: float = 0.0
+
+
 class SearchResult(BaseModel):
     """Hits plus what produced them."""
 
@@ -49,3 +61,5 @@ class SearchResult(BaseModel):
         default=None, description="best cosine similarity among candidates (for abstention)"
     )
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    stages: list[StageEvent] = Field(
+        default_factory=list, description="the optional stages and what each did")

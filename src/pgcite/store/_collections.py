@@ -47,6 +47,10 @@ class CollectionSettings(BaseModel):
         default=None, ge=1, description="BM25 postings counted per query term (None: exact); "
         "1000 keeps a 1M-chunk collection's hybrid query near 8 ms p50")
 
+    stages: dict[str, Any] = Field(
+        default_factory=dict, description="optional quality stages (validated as "
+        "pgcite.retrieve.Stages: route, decompose, hyde, rerank, rerank_depth, boosts, timeouts)")
+
     @field_validator("weights")
     @classmethod
     def _positive(cls, value: tuple[float, float]) -> tuple[float, float]:

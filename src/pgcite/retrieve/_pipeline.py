@@ -1,0 +1,258 @@
+"""Optional quality stages around one search: route → decompose | HyDE → retrieve → boost →
+rerank → top_k.
+
+Every stage is optional (configured per collection, overridable per request), bounded in time,
+and can only fall back: a stage that fails or runs late leaves its input unchanged, and the
+fallback is written to ``SearchResult.stages``, logged, and counted by the service's metrics.
+Stages never touch filters: every retrieval goes through the same ``search`` callable, which
+closes over the request's filters, so no stage can bring back a row outside them.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._errors import ConfigError
+from pgcite.embed._base import Embedder
+from pgcite.llm import ChatModel, LLMError, call_bounded
+from pgcite.retrieve._boost import BoostRule, apply_boosts
+from pgcite.retrieve._decompose import split_heuristic, split_with_llm
+from pgcite.retrieve._hits import Hit, SearchResult, StageEvent
+from pgcite.retrieve._hyde import hyde_vector
+from pgcite.retrieve._rerank import Reranker, RerankError, rerank_hits
+from pgcite.retrieve._route import ROUTES, Route, heuristic_route, route_with_llm
+
+log = logging.getLogger("pgcite.stages")
+RRF_K = 60
+# Leg weights (keyword, vector) the router gives its routes; "hyde" without an LLM leans on
+# the vector leg, which is what HyDE would have changed.
+KEYWORD_HEAVY = (0.8, 0.2)
+VECTOR_HEAVY = (0.2, 0.8)
+
+
+class StageTimeouts(BaseModel):
+    """Seconds each model-backed stage may take before its input is used instead."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    route: float = Field(default=1.5, gt=0, le=60)
+    decompose: float = Field(default=2.5, gt=0, le=60)
+    hyde: float = Field(default=2.5, gt=0, le=60)
+    rerank: float = Field(default=5.0, gt=0, le=120)
+
+
+class Stages(BaseModel):
+    """Which optional stages run (all off by default: see bench/README.md for why)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    route: bool = Field(default=False, description="heuristic router (+ LLM when unsure)")
+    decompose: bool = Field(default=False, description="split multi-concept questions")
+    hyde: bool = Field(default=False, description="embed an LLM-written passage, not the question")
+    rerank: bool = Field(default=False, description="rerank the top rerank_depth candidates")
+    rerank_depth: int = Field(default=50, ge=1, le=1000)
+    boosts: list[BoostRule] = Field(default_factory=list, description="applied to fused scores")
+    timeouts: StageTimeouts = Field(default_factory=StageTimeouts)
+
+    def merged(self, overrides: Stages | Mapping[str, Any] | None) -> Stages:
+        """These settings with a request's overrides on top (validated like the settings)."""
+        if overrides is None:
+            return self
+        update = (overrides.model_dump(exclude_unset=True) if isinstance(overrides, Stages)
+                  else dict(overrides))
+        try:
+            return Stages.model_validate({**self.model_dump(), **update})
+        except ValueError as exc:
+            raise ConfigError(f"bad stage options: {exc}",
+                              hint="see docs/retrieval.md, 'Quality stages'") from None
+
+    @property
+    def active(self) -> bool:
+        return self.route or self.decompose or self.hyde or self.rerank or bool(self.boosts)
+
+
+@dataclass
+class StageModels:
+    """The models stages may use; a stage whose model is missing is skipped, never faked."""
+
+    chat: ChatModel | None = None
+    reranker: Reranker | None = None
+    embedder: Embedder | None = None
+
+
+# search(text, depth, query_vector, weights) → one plain search under the request's filters
+SearchFn = Callable[[str, int, np.ndarray | None, tuple[float, float] | None], SearchResult]
+
+
+@dataclass
+class _Run:
+    query: str
+    stages: Stages
+    models: StageModels
+    vector_mode: bool
+    events: list[StageEvent] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    weights: tuple[float, float] | None = None
+    decompose: bool = False
+    hyde: bool = False
+
+    def note(self, stage: str, outcome: str, detail: str, started: float) -> None:
+        ms = (time.perf_counter() - started) * 1000
+        self.events.append(StageEvent(stage=stage, outcome=outcome,  # type: ignore[arg-type]
+                                      detail=detail, ms=ms))
+        self.timings[stage] = self.timings.get(stage, 0.0) + ms
+        if outcome == "fallback":
+            log.warning("stage %s fell back for %r: %s", stage, self.query[:80], detail)
+
+
+def staged_search(search: SearchFn, query: str, *, top_k: int, mode: str, stages: Stages,
+                  models: StageModels, cutoff: Any = None) -> SearchResult:
+    """One search with the configured stages around it (see module doc)."""
+    run = _Run(query, stages, models, vector_mode=mode != "keyword",
+               decompose=stages.decompose, hyde=stages.hyde)
+    if stages.route:
+        _route(run)
+    depth = max(top_k, stages.rerank_depth) if stages.rerank or stages.boosts else top_k
+    result = _retrieve(run, search, depth)
+    hits = list(result.hits)
+    if stages.boosts:
+        started = time.perf_counter()
+        hits = apply_boosts(hits, stages.boosts, cutoff=cutoff)
+        run.note("boost", "applied", f"{len(stages.boosts)} rule(s) on fused scores", started)
+    if stages.rerank:
+        hits = _rerank(run, hits)
+    hits = [h.model_copy(update={"rank": i + 1}) for i, h in enumerate(hits[:top_k])]
+    return result.model_copy(update={
+        "hits": hits, "stages": run.events, "timings_ms": {**result.timings_ms, **run.timings}})
+
+
+def _route(run: _Run) -> None:
+    started = time.perf_counter()
+    route = heuristic_route(run.query)
+    how = "heuristic"
+    if not route.sure and run.models.chat is not None:
+        route, how = _llm_route(run, route)
+    if route.name == "keyword":
+        run.weights = KEYWORD_HEAVY
+    elif route.name == "decompose":
+        run.decompose = True
+    elif route.name == "hyde":
+        if run.models.chat is not None and run.vector_mode:
+            run.hyde = True
+        else:
+            run.weights = VECTOR_HEAVY
+    outcome = "fallback" if how.startswith("heuristic (LLM") else "applied"
+    run.note("route", outcome, f"{route.name} ({how}): {route.reason}", started)
+
+
+def _llm_route(run: _Run, fallback: Route) -> tuple[Route, str]:
+    chat = run.models.chat
+    assert chat is not None
+    try:
+        name = call_bounded(lambda: route_with_llm(chat, run.query, routes=ROUTES),
+                            run.stages.timeouts.route, "route")
+    except LLMError as exc:
+        return fallback, f"heuristic (LLM router failed: {exc})"
+    return Route(name=name, reason=f"heuristic unsure ({fallback.reason})", sure=True), "LLM"
+
+
+def _retrieve(run: _Run, search: SearchFn, depth: int) -> SearchResult:
+    if run.decompose:
+        concepts = _concepts(run)
+        if concepts:
+            return _fused_search(run, search, depth, [run.query, *concepts])
+    vector = _hyde(run) if run.hyde else None
+    return search(run.query, depth, vector, run.weights)
+
+
+def _concepts(run: _Run) -> list[str] | None:
+    started = time.perf_counter()
+    concepts = split_heuristic(run.query)
+    if concepts is None:
+        run.note("decompose", "skipped", "one concept", started)
+        return None
+    chat = run.models.chat
+    if chat is None:
+        run.note("decompose", "applied", f"heuristic: {concepts}", started)
+        return concepts
+    try:
+        llm_concepts = split_with_llm(chat, run.query, timeout_s=run.stages.timeouts.decompose)
+    except LLMError as exc:
+        run.note("decompose", "fallback", f"LLM failed ({exc}); heuristic: {concepts}", started)
+        return concepts
+    run.note("decompose", "applied", f"LLM: {llm_concepts}", started)
+    return llm_concepts
+
+
+def _fused_search(run: _Run, search: SearchFn, depth: int, queries: list[str]) -> SearchResult:
+    """Every query retrieved in parallel (embedding first, in this thread), fused by RRF."""
+    embedder = run.models.embedder
+    vectors: list[np.ndarray | None] = [
+        embedder.embed_query(q) if run.vector_mode and embedder is not None else None
+        for q in queries]
+    with cf.ThreadPoolExecutor(max_workers=min(4, len(queries))) as pool:
+        results = list(pool.map(lambda qv: search(qv[0], depth, qv[1], run.weights),
+                                zip(queries, vectors, strict=True)))
+    first = results[0]
+    confidences = [r.confidence for r in results if r.confidence is not None]
+    return first.model_copy(update={
+        "hits": fuse_lists([r.hits for r in results]),
+        "confidence": max(confidences) if confidences else None,
+    })
+
+
+def fuse_lists(lists: Sequence[Sequence[Hit]], *, k: int = RRF_K) -> list[Hit]:
+    """Reciprocal rank fusion of several hit lists by passage id (rank-only, scale-free)."""
+    scores: dict[str, float] = {}
+    first_seen: dict[str, Hit] = {}
+    for hits in lists:
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (k + rank)
+            first_seen.setdefault(hit.id, hit)
+    ordered = sorted(scores, key=lambda i: -scores[i])
+    return [first_seen[i].model_copy(update={"score": scores[i], "rank": n + 1})
+            for n, i in enumerate(ordered)]
+
+
+def _hyde(run: _Run) -> np.ndarray | None:
+    started = time.perf_counter()
+    chat, embedder = run.models.chat, run.models.embedder
+    if chat is None or embedder is None or not run.vector_mode:
+        why = "no LLM configured" if chat is None else "no vector leg in this mode"
+        run.note("hyde", "skipped", why, started)
+        return None
+    try:
+        vector, passage = hyde_vector(chat, embedder, run.query,
+                                      timeout_s=run.stages.timeouts.hyde)
+    except LLMError as exc:
+        run.note("hyde", "fallback", f"{exc}; embedded the question", started)
+        return None
+    run.note("hyde", "applied", f"embedded: {passage[:160]}", started)
+    return vector
+
+
+def _rerank(run: _Run, hits: list[Hit]) -> list[Hit]:
+    started = time.perf_counter()
+    reranker = run.models.reranker
+    if reranker is None:
+        run.note("rerank", "skipped", "no reranker configured", started)
+        return hits
+    if not hits:
+        run.note("rerank", "skipped", "nothing to rerank", started)
+        return hits
+    try:
+        reranked = call_bounded(lambda: rerank_hits(reranker, run.query, hits, len(hits)),
+                                run.stages.timeouts.rerank, f"rerank ({reranker.name})")
+    except (LLMError, RerankError) as exc:
+        run.note("rerank", "fallback", f"{exc}; kept the fused order", started)
+        return hits
+    run.note("rerank", "applied", f"{reranker.name} over {len(hits)} candidates", started)
+    return reranked

@@ -1,0 +1,100 @@
+"""The adaptive router: a few microseconds of regexes decide how to retrieve for a question.
+
+Routes: ``keyword`` (exact names, quoted phrases, ids, bare terms → keyword-heavy hybrid),
+``decompose`` (multi-concept), ``hyde`` (long abstract questions in everyday words, where the
+sources' vocabulary likely differs → HyDE, or a vector-heavy hybrid without an LLM) and
+``direct`` (plain hybrid). When the signals are weak the heuristic says it is unsure, and an LLM
+router (if configured) may decide instead; its answer is validated against these four names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from pgcite.llm._parse import MATERIAL_RULE, clean_reply, json_value, tag, unquote
+from pgcite.llm._types import ChatModel, LLMError
+from pgcite.retrieve._decompose import split_heuristic
+
+ROUTES: tuple[str, ...] = ("keyword", "direct", "decompose", "hyde")
+_TOKEN = re.compile(r"[\w'’-]+")
+# Mixed letters and digits (ISO-9001, B12, 2024-001) or all-caps codes (HNSW, NASA): ids.
+_ID = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[\w-]{2,}$|^[A-Z]{2,}[\dA-Z-]*$")
+_QUESTION_WORDS = frozenset(
+    ["what", "how", "why", "when", "where", "who", "whom", "whose", "which", "did", "does", "do", "is", "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "tell", "explain", "describe"])
+
+
+class Route(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    reason: str
+    sure: bool
+
+
+def heuristic_route(question: str) -> Route:
+    """The route for ``question`` and why (see module doc)."""
+    text = " ".join(question.split())
+    words = _TOKEN.findall(text)
+    if '"' in text:
+        return Route(name="keyword", reason="quoted phrase", sure=True)
+    ids = [w for w in words if _ID.match(w) and not _is_roman(w)]
+    if ids:
+        return Route(name="keyword", reason=f"identifier {ids[0]!r}", sure=True)
+    if split_heuristic(text):
+        return Route(name="decompose", reason="multi-concept question", sure=True)
+    asks = bool(words) and words[0].lower() in _QUESTION_WORDS
+    names = _names(words)
+    if not asks and len(words) <= 4:
+        return Route(name="keyword", reason="a few bare terms, not a question", sure=True)
+    if asks and not names and len(words) >= 10:
+        return Route(name="hyde", reason=f"{len(words)}-word question without names", sure=True)
+    if names and len(words) <= 8:
+        return Route(name="keyword", reason=f"short question naming {names[0]!r}", sure=False)
+    return Route(name="direct", reason="no strong signal", sure=False)
+
+
+def _names(words: list[str]) -> list[str]:
+    """Capitalised words after the first (proper names in English; other scripts have none)."""
+    return [w for w in words[1:] if w[:1].isupper() and w != "I"]
+
+
+def _is_roman(word: str) -> bool:
+    return re.fullmatch(r"[IVXLC]+", word) is not None  # "Charles II" is a name, not an id
+
+
+def parse_route(reply: str, routes: Sequence[str]) -> str:
+    """The route named by ``{"route": "…"}`` or by the bare reply; strictly one of ``routes``."""
+    text = clean_reply(reply)
+    value = json_value(text)
+    if isinstance(value, dict) and isinstance(value.get("route"), str):
+        text = value["route"]
+    elif value is not None and not isinstance(value, str):
+        raise LLMError(f"router: expected {{\"route\": …}}: {reply[:80]!r}")
+    name = unquote(text).strip(" .")
+    if name in routes:
+        return name
+    folded = [r for r in routes if r.casefold() == name.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    raise LLMError(f"router: {name[:40]!r} is not one of {', '.join(routes)}")
+
+
+def route_with_llm(chat: ChatModel, question: str, *, routes: Sequence[str],
+                   max_tokens: int = 40) -> str:
+    """Pick one of ``routes`` for ``question`` (used only when the heuristic router is unsure).
+
+    Raises :class:`LLMError` if the model fails or names anything but one of ``routes``.
+    """
+    if not routes:
+        raise ValueError("route_with_llm needs at least one route")
+    system = "\n".join([
+        "You choose how to search for the answer to a question.",
+        MATERIAL_RULE,
+        'Reply with only a JSON object {"route": "<route>"}, where <route> is exactly one of: '
+        + ", ".join(routes) + ".",
+    ])
+    user = f"Question: {tag('question', question)}\nRoutes: {', '.join(routes)}"
+    return parse_route(chat.chat(system, user, max_tokens=max_tokens), routes)

@@ -71,9 +71,10 @@ def test_grading_drops_passages_graded_irrelevant(diary: pgcite.Collection) -> N
 
 
 def test_all_irrelevant_abstains(diary: pgcite.Collection) -> None:
-    chat = ScriptedChat(grade=_grade_by_word("xyzzy"))
+    chat = ScriptedChat(grade=_grade_by_word("xyzzy"), rewrite="fire")
     answer = diary.answer("Where did the fire begin?", judge=chat, self_check={"grade": True})
     assert answer.abstained and "no passage was graded relevant" in answer.trace[-1].detail
+    assert chat.calls == ["grade"]  # grading alone never rewrites
 
 
 def test_corrective_loop_rewrites_at_most_twice(diary: pgcite.Collection) -> None:

@@ -173,13 +173,31 @@ def test_input_limits_are_4xx_with_a_message(api: TestClient, reader: dict[str, 
     assert resp.status_code == 422 and fragment in resp.text
 
 
-def test_unknown_filter_field_and_rerank_are_400(api: TestClient, reader: dict[str, str]) -> None:
+def test_unknown_filter_field_and_bad_stages_are_400(api: TestClient, reader: dict[str, str]) -> None:
     resp = api.post("/v1/collections/diary_fixture/search", headers=reader, json={
         "query": "fire", "filters": {"metadata": [{"key": "yeer", "value": 1}]}})
     assert resp.status_code == 400 and "unknown metadata field 'yeer'" in resp.json()["detail"]
-    resp = api.post("/v1/collections/diary_fixture/answer", headers=reader,
-                    json={"question": "fire", "rerank": True})
-    assert resp.status_code == 400 and resp.json()["detail"] == "no reranker configured"
+    resp = api.post("/v1/collections/diary_fixture/search", headers=reader, json={
+        "query": "fire", "stages": {"boosts": [{"kind": "field", "field": "corpus"}]}})
+    assert resp.status_code == 400 and "bad stage options" in resp.json()["detail"]
+
+
+def test_stages_and_self_checks_over_http(api: TestClient, reader: dict[str, str]) -> None:
+    resp = api.post("/v1/collections/diary_fixture/search", headers=reader, json={
+        "query": "fire in the City", "rerank": True, "stages": {"boosts": [
+            {"kind": "field", "field": "corpus", "equals": "B", "multiplier": 10}]}})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["hits"][0]["corpus"] == "B"
+    assert [(s["stage"], s["outcome"]) for s in body["stages"]] == [
+        ("boost", "applied"), ("rerank", "skipped")]
+    resp = api.post("/v1/collections/diary_fixture/answer", headers=reader, json={
+        "question": "Where did the fire begin?", "self_check": {"grade": True}})
+    assert resp.status_code == 200, resp.text
+    assert {"step": "grade", "detail": "skipped: no LLM configured"} in resp.json()["trace"]
+    metrics = api.get("/metrics").text
+    assert 'pgcite_stage_outcomes_total{outcome="skipped",stage="rerank"}' in metrics
+    assert 'pgcite_stage_outcomes_total{outcome="skipped",stage="grade"}' in metrics
 
 
 def test_admin_upload_list_activate(api: TestClient, other_admin: dict[str, str],

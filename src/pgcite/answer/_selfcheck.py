@@ -110,8 +110,8 @@ class SelfCheck:
             kept, graded = self._grade_round(question, query, hits)
             if not self._needs_correction(kept, hits, graded, result.confidence):
                 return result.model_copy(update={"hits": kept}), None
-            if round_ == self.options.max_rewrites:
-                break
+            if round_ == self.options.max_rewrites or not self.options.corrective:
+                break  # grading alone never rewrites
             rewrite = self._call("rewrite", lambda chat, _t: rewrite_query(
                 chat, question, previous=previous))
             if rewrite is None:
@@ -156,7 +156,7 @@ class SelfCheck:
 
     def _after_correction(self, question: str, result: SearchResult, kept: list[Hit],
                           top_k: int) -> tuple[SearchResult, str | None]:
-        outside = self._external(question, top_k)
+        outside = self._external(question, top_k) if self.options.corrective else []
         if outside:
             return result.model_copy(update={"hits": _merge(kept, outside)}), None
         if kept:

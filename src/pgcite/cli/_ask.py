@@ -17,6 +17,15 @@ from pgcite.cli._common import (
     emit_json,
     user_errors,
 )
+from pgcite.cli._stages import (
+    BoostOpt,
+    DecomposeOpt,
+    HydeOpt,
+    RerankDepthOpt,
+    RerankOpt,
+    RouteOpt,
+    stage_overrides,
+)
 
 if TYPE_CHECKING:
     from pgcite.answer import Answer, GeneratorConfig
@@ -65,6 +74,9 @@ def print_answer(answer: Answer, *, trace: bool) -> None:
             console.print(f" {mark} \\[{escape(source.id)}]  {source.date or 'undated'}  "
                           f"[dim]{escape(source.citation)}[/]", highlight=False)
     if trace:
+        for stage in answer.stages:
+            console.print(f"[dim]{stage.stage} {stage.outcome}: {escape(stage.detail)}[/]",
+                          highlight=False)
         for event in answer.trace:
             console.print(f"[dim]{event.step}: {escape(event.detail)}[/]", highlight=False)
     conf = "-" if answer.confidence is None else f"{answer.confidence:.3f}"
@@ -96,12 +108,31 @@ def ask_command(
     llm_timeout: TimeoutOpt = 30.0,
     llm_model_path: ModelPathOpt = None,
     trace: Annotated[bool, typer.Option(help="Show what the checks and fallbacks did.")] = True,
+    route: RouteOpt = None,
+    decompose: DecomposeOpt = None,
+    hyde: HydeOpt = None,
+    rerank: RerankOpt = None,
+    rerank_depth: RerankDepthOpt = None,
+    boost: BoostOpt = None,
+    grade: Annotated[bool, typer.Option(
+        help="Self-RAG: an LLM grades each passage; irrelevant ones are dropped.",
+        rich_help_panel="Self-correcting")] = False,
+    corrective: Annotated[bool, typer.Option(
+        help="CRAG: rewrite and retrieve again (at most twice) when few passages survive "
+        "grading or similarity is low.", rich_help_panel="Self-correcting")] = False,
+    sufficiency: Annotated[bool, typer.Option(
+        help="Abstain when the LLM judges the context insufficient; retrieve wider once "
+        "when unsure.", rich_help_panel="Self-correcting")] = False,
+    budget: Annotated[float, typer.Option(
+        min=0.1, max=600, help="Total seconds for the self-correcting steps.",
+        rich_help_panel="Self-correcting")] = 30.0,
     json_out: bool = JsonOption,
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
     from pgcite._client import Client
     from pgcite.answer._llm import make_generator
     from pgcite.cli._common import settings
+    from pgcite.llm import make_chat_model
     from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
 
     with user_errors():
@@ -117,9 +148,16 @@ def ask_command(
                 corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
                 authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
             )
-            answer = col.answer(question, top_k=top_k, mode=mode, filters=filters,
-                                generator=gen, token_budget=token_budget, threshold=threshold,
-                                persona=persona)
+            # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
+            judge_config = config.llm()
+            judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
+            answer = col.answer(
+                question, top_k=top_k, mode=mode, filters=filters, generator=gen,
+                token_budget=token_budget, threshold=threshold, persona=persona,
+                stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost),
+                self_check={"grade": grade, "corrective": corrective,
+                            "sufficiency": sufficiency, "budget_s": budget},
+                judge=judge)
     if json_out:
         emit_json(answer)
     else:

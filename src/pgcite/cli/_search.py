@@ -17,6 +17,15 @@ from pgcite.cli._common import (
     emit_json,
     user_errors,
 )
+from pgcite.cli._stages import (
+    BoostOpt,
+    DecomposeOpt,
+    HydeOpt,
+    RerankDepthOpt,
+    RerankOpt,
+    RouteOpt,
+    stage_overrides,
+)
 from pgcite.retrieve._hits import Hit, SearchResult
 
 
@@ -39,6 +48,9 @@ def print_hits(result: SearchResult, *, explain: bool) -> None:
         console.print(f"   {escape(_excerpt(hit.body))}", highlight=False)
     if explain:
         _print_explain(result.hits, result.dropped)
+    for event in result.stages:
+        console.print(f"[dim]{event.stage} {event.outcome}: {escape(event.detail)} "
+                      f"({event.ms:.0f} ms)[/]", highlight=False)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
     console.print(f"[dim]{result.mode} · snapshot {result.snapshot_id} · "
                   f"{result.embedding_model} · {timings}[/]")
@@ -74,6 +86,12 @@ def search_command(
         "rank fusion, k=60); default: the collection's setting (convex).")] = None,
     explain: Annotated[bool, typer.Option(
         help="Show each hit's keyword/vector/fused ranks and what fusion dropped.")] = False,
+    route: RouteOpt = None,
+    decompose: DecomposeOpt = None,
+    hyde: HydeOpt = None,
+    rerank: RerankOpt = None,
+    rerank_depth: RerankDepthOpt = None,
+    boost: BoostOpt = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
@@ -90,8 +108,10 @@ def search_command(
             corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
             authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
         )
+        stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost)
         result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
-                            ordering=ordering, fusion=fusion)  # type: ignore[arg-type]
+                            ordering=ordering, fusion=fusion,  # type: ignore[arg-type]
+                            stages=stages)
     if json_out:
         emit_json(result)
     else:

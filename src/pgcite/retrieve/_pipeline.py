@@ -66,6 +66,9 @@ class Stages(BaseModel):
         """These settings with a request's overrides on top (validated like the settings)."""
         if overrides is None:
             return self
+        if not isinstance(overrides, (Stages, Mapping)):
+            raise ConfigError(f"stage options must be an object, not {type(overrides).__name__}",
+                              hint='e.g. {"rerank": true}')
         update = (overrides.model_dump(exclude_unset=True) if isinstance(overrides, Stages)
                   else dict(overrides))
         try:

@@ -4,9 +4,11 @@ one process (tests) never clash over metric names."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from pgcite.answer._types import Answer
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -23,6 +25,10 @@ class Metrics:
         self.stages = Histogram(
             "pgcite_stage_duration_seconds", "Latency of one pipeline stage",
             ["stage"], buckets=_BUCKETS, registry=self.registry)
+        self.outcomes = Counter(
+            "pgcite_stage_outcomes_total", "Optional stages by outcome (applied, skipped, "
+            "fallback): a rising fallback count means a model is failing or late",
+            ["stage", "outcome"], registry=self.registry)
         self.answers = Counter(
             "pgcite_answers_total", "Answers by generator and outcome",
             ["generator", "abstained"], registry=self.registry)
@@ -36,5 +42,23 @@ class Metrics:
             if stage != "total":
                 self.stages.labels(stage).observe(ms / 1000)
 
+    def observe_outcomes(self, outcomes: Iterable[tuple[str, str]]) -> None:
+        for stage, outcome in outcomes:
+            self.outcomes.labels(stage, outcome).inc()
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+_SELF_CHECK_STEPS = ("grade", "rewrite", "sufficiency", "external")
+
+
+def answer_outcomes(answer: Answer) -> list[tuple[str, str]]:
+    """The self-check steps of an answer's trace as (step, outcome) pairs."""
+    pairs: list[tuple[str, str]] = []
+    for event in answer.trace:
+        if event.step in _SELF_CHECK_STEPS:
+            outcome = event.detail.split(":", 1)[0]
+            pairs.append((event.step, outcome if outcome in ("skipped", "fallback")
+                          else "applied"))
+    return pairs

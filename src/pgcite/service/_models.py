@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from pgcite.retrieve._filters import Filters, MetadataPredicate
+from pgcite.retrieve._hits import StageEvent
 
 MAX_QUESTION_CHARS = 2000
 MAX_TOP_K = 100
@@ -60,14 +61,55 @@ class FiltersBody(_Body):
         default_factory=list)
 
 
+class BoostBody(_Body):
+    """``{"kind": "field", "field": "corpus", "equals": "A", "multiplier": 1.5}`` or
+    ``{"kind": "recency", "half_life_days": 365}``: applied to fused scores."""
+
+    kind: Literal["field", "recency"]
+    field: Name | None = None
+    equals: Scalar | Annotated[list[Scalar], Field(max_length=100)] | None = None
+    multiplier: float | None = Field(default=None, gt=0, le=100)
+    half_life_days: float | None = Field(default=None, gt=0, le=1e6)
+    floor: float | None = Field(default=None, ge=0, le=1)
+
+
+class StagesBody(_Body):
+    """Per-request overrides of the collection's optional stages (null = its setting)."""
+
+    route: bool | None = None
+    decompose: bool | None = None
+    hyde: bool | None = None
+    rerank: bool | None = None
+    rerank_depth: int | None = Field(default=None, ge=1, le=200)
+    boosts: Annotated[list[BoostBody], Field(max_length=10)] | None = None
+
+
+class SelfCheckBody(_Body):
+    """Self-correcting steps of an answer (need an LLM configured on the server)."""
+
+    grade: bool = False
+    corrective: bool = False
+    sufficiency: bool = False
+    budget_s: float = Field(default=30.0, gt=0, le=120)
+
+
 class QueryBody(_Body):
     mode: Literal["keyword", "vector", "hybrid"] = "hybrid"
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     cutoff: dt.date | None = Field(default=None, description="only passages dated on or before")
     corpora: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
     filters: FiltersBody | None = None
-    rerank: bool | Annotated[CleanStr, Field(max_length=200)] | None = Field(
-        default=None, description="not available yet: any value but null/false is a 400")
+    rerank: bool | None = Field(
+        default=None, description="shorthand for stages.rerank (needs a reranker configured "
+        "on the server, else the stage reports 'skipped')")
+    stages: StagesBody | None = None
+
+    def stage_overrides(self) -> dict[str, Any] | None:
+        """The request's overrides of the collection's stage settings."""
+        overrides = self.stages.model_dump(exclude_none=True) if self.stages else {}
+        if self.rerank is not None:
+            overrides.setdefault("rerank", self.rerank)
+        return overrides or None
 
     def to_filters(self) -> Filters:
         """The body's filters, with ``cutoff``/``corpora`` shorthands merged in (they narrow)."""
@@ -96,6 +138,7 @@ class AnswerBody(QueryBody):
         default=None, description="abstain below this best cosine similarity")
     generator: Literal["extractive"] | None = Field(
         default=None, description="force the extractive generator; null = the server's")
+    self_check: SelfCheckBody | None = None
 
 
 class _Camel(BaseModel):
@@ -131,6 +174,7 @@ class SearchResponse(_Camel):
     confidence: float | None
     hits: list[SearchHit]
     timings_ms: dict[str, float]
+    stages: list[StageEvent] = Field(default_factory=list)
 
 
 class CollectionOut(_Camel):

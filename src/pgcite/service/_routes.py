@@ -12,12 +12,11 @@ from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._types import Answer
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.service._auth import Access, Principal, principal, reader_access
-from pgcite.service._errors import ApiError
+from pgcite.service._metrics import answer_outcomes
 from pgcite.service._models import (
     AnswerBody,
     CollectionOut,
     ErrorOut,
-    QueryBody,
     SearchBody,
     SearchHit,
     SearchResponse,
@@ -32,12 +31,6 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 router = APIRouter()
 State = Annotated[ServiceState, Depends(get_state)]
 Reader = Annotated[Access, Depends(reader_access)]
-
-
-def _no_rerank(body: QueryBody) -> None:
-    if body.rerank not in (None, False):
-        raise ApiError(400, "no reranker configured",
-                       hint="omit 'rerank' (or send false): rerankers are not available yet")
 
 
 def _search_hit(hit: Hit) -> SearchHit:
@@ -56,7 +49,7 @@ def _search_response(result: SearchResult) -> SearchResponse:
         query=result.query, mode=result.mode, collection=result.collection,
         snapshot_id=result.snapshot_id, embedding_model=result.embedding_model,
         confidence=result.confidence, hits=[_search_hit(h) for h in result.hits],
-        timings_ms=result.timings_ms,
+        timings_ms=result.timings_ms, stages=result.stages,
     )
 
 
@@ -80,25 +73,31 @@ def collections(state: State, who: Annotated[Principal, Depends(principal)]) -> 
 @router.post("/v1/collections/{collection}/search", response_model=SearchResponse,
              tags=["query"], responses=ERRORS)
 def search(body: SearchBody, access: Reader, state: State) -> Any:
-    """Cited passages: BM25 + vector, fused; filters hold in SQL."""
-    _no_rerank(body)
+    """Cited passages: BM25 + vector, fused; filters hold in SQL. Optional stages (route,
+    decompose, hyde, rerank, boosts) say what they did in ``stages``."""
     result = state.reader(access.info).search(
-        body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters())
+        body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
+        stages=body.stage_overrides())
     state.metrics.observe_stages(result.timings_ms)
+    state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     return _search_response(result)
 
 
 @router.post("/v1/collections/{collection}/answer", response_model=Answer, tags=["query"],
              responses=ERRORS)
 def answer(body: AnswerBody, access: Reader, state: State) -> Any:
-    """A grounded answer: every citation is one of its sources, or it abstains."""
-    _no_rerank(body)
+    """A grounded answer: every citation is one of its sources, or it abstains. Optional
+    self-checks (grade, corrective, sufficiency) leave their steps in ``trace``."""
     generator = ExtractiveGenerator() if body.generator == "extractive" else state.generator
     threshold = body.threshold if body.threshold is not None else state.config.threshold
     result = state.reader(access.info).answer(
         body.question, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
-        generator=generator, token_budget=body.token_budget, threshold=threshold)
+        generator=generator, token_budget=body.token_budget, threshold=threshold,
+        stages=body.stage_overrides(),
+        self_check=body.self_check.model_dump() if body.self_check else None)
     state.metrics.observe_stages(result.timings_ms)
+    state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages]
+                                   + answer_outcomes(result))
     state.metrics.answers.labels(result.generator, str(result.abstained).lower()).inc()
     return result
 

@@ -1,0 +1,43 @@
+"""Stage flags shared by `pgcite search` and `pgcite ask` (None = the collection's setting)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+_MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL and "
+           "PGCITE_RERANKER / PGCITE_RERANKER_PATH / PGCITE_RERANKER_URL; a stage whose model "
+           "is not configured is skipped and says so.")
+RouteOpt = Annotated[bool | None, typer.Option(
+    "--route/--no-route", help="Adaptive router: names/ids → keyword-heavy, multi-concept → "
+    "decompose, long abstract questions → HyDE.", rich_help_panel="Quality stages")]
+DecomposeOpt = Annotated[bool | None, typer.Option(
+    "--decompose/--no-decompose", help="Split 'X vs Y'-style questions and fuse per-concept "
+    "results.", rich_help_panel="Quality stages")]
+HydeOpt = Annotated[bool | None, typer.Option(
+    "--hyde/--no-hyde", help="Embed an LLM-written hypothetical passage instead of the "
+    "question (needs PGCITE_LLM).", rich_help_panel="Quality stages")]
+RerankOpt = Annotated[bool | None, typer.Option(
+    "--rerank/--no-rerank", help="Rerank the top --rerank-depth candidates (needs "
+    "PGCITE_RERANKER). " + _MODELS, rich_help_panel="Quality stages")]
+RerankDepthOpt = Annotated[int | None, typer.Option(
+    "--rerank-depth", min=1, max=1000, help="Candidates to rerank (default 50).",
+    rich_help_panel="Quality stages")]
+BoostOpt = Annotated[list[str] | None, typer.Option(
+    "--boost", help="FIELD=VALUE:MULTIPLIER on fused scores, e.g. corpus=A:1.5 (repeatable).",
+    rich_help_panel="Quality stages")]
+
+
+def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | None,
+                    rerank: bool | None, rerank_depth: int | None,
+                    boost: list[str] | None) -> dict[str, Any] | None:
+    """The request's stage overrides from the flags given (None when none was given)."""
+    from pgcite.retrieve._boost import parse_boost
+
+    flags = {"route": route, "decompose": decompose, "hyde": hyde, "rerank": rerank,
+             "rerank_depth": rerank_depth}
+    overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
+    if boost:
+        overrides["boosts"] = [parse_boost(spec).model_dump() for spec in boost]
+    return overrides or None

@@ -127,11 +127,20 @@ def set_(
     term_depth: Annotated[int | None, typer.Option(
         help="Count only each query term's N best BM25 postings (0: exact, the default). "
         "For collections of ~1M chunks: 1000.")] = None,
+    contextual: Annotated[str | None, typer.Option(
+        help="What the embedder reads before each chunk: off (its title) or header (title, "
+        "locator, dates, author). Takes effect at the next ingest, which re-embeds every "
+        "document.")] = None,
+    stages: Annotated[str | None, typer.Option(
+        help="Default quality stages as JSON, merged into the current ones, e.g. "
+        "'{\"route\": true, \"rerank\": true, \"rerank_depth\": 30}'; '{}' keeps them, "
+        "'null' clears them (docs/retrieval.md, 'Quality stages').")] = None,
     json_out: bool = JsonOption,
 ) -> None:
-    """Change a collection's settings: activation gate and search defaults.
+    """Change a collection's settings: activation gate, search defaults and embedding context.
 
-    The gate: golden set, floors, tolerance. Search: fusion, leg weights, term depth.
+    The gate: golden set, floors, tolerance. Search: fusion, leg weights, term depth, quality
+    stages. Ingest: contextual chunk headers.
     """
     from pydantic import ValidationError
 
@@ -163,6 +172,10 @@ def set_(
             updates["weights"] = _weights(weights)
         if term_depth is not None:
             updates["term_depth"] = term_depth or None
+        if contextual is not None:
+            updates["contextual"] = contextual
+        if stages is not None:
+            updates["stages"] = _stages(settings.stages, stages)
         try:
             new = CollectionSettings.model_validate({**settings.model_dump(), **updates})
         except ValidationError as exc:
@@ -177,7 +190,8 @@ def set_(
     s = info.settings
     floors = ", ".join(f"{k} >= {v}" for k, v in s.gate.floors.items()) or "none"
     console.print(f"[bold]{name}[/]: golden {s.golden or 'none (no gate)'}; floors {floors}; "
-                  f"tolerance {s.gate.tolerance}", highlight=False)
+                  f"tolerance {s.gate.tolerance}; contextual {s.contextual}; "
+                  f"stages {s.stages or 'none'}", highlight=False)
 
 
 def _weights(text: str) -> tuple[float, float]:
@@ -188,3 +202,22 @@ def _weights(text: str) -> tuple[float, float]:
     except ValueError:
         raise ConfigError(f"cannot read weights {text!r}", hint="use KEYWORD,VECTOR, e.g. 0.7,0.3") from None
     return keyword, vector
+
+
+def _stages(current: dict[str, object], text: str) -> dict[str, object]:
+    """``text`` (JSON) merged into the current stage settings, validated as Stages."""
+    import json
+
+    from pgcite.retrieve._pipeline import Stages
+
+    try:
+        given = json.loads(text)
+    except ValueError as exc:
+        from pgcite._errors import ConfigError
+
+        raise ConfigError(f"--stages is not JSON: {exc}",
+                          hint='e.g. --stages \'{"rerank": true}\'') from None
+    if given is None:
+        return {}
+    merged = Stages.model_validate(current).merged(given)
+    return merged.model_dump(exclude_defaults=True)

@@ -9,6 +9,12 @@ and spacing inside paragraphs.
 once and chunk sizes are sums of those counts (with a 2% margin, since tokenizers are not exactly
 additive). Each finished chunk is then counted once more as a whole; the rare chunk that the sum
 underestimated is split again, so the budget holds for the real tokenizer, not just the estimate.
+
+What the embedder reads is the chunk's *context* -- its title, or with ``contextual="header"`` a
+one-line header of title, locator, dates and author -- then a newline, then the body. The context
+is counted against the budget, so context + body fits it (unless the context alone leaves under
+MIN_BODY_TOKENS). :func:`embedding_text` is the one place that builds that text, for ingest and
+re-embedding alike.
 """
 
 from __future__ import annotations
@@ -19,12 +25,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pgcite._errors import ConfigError
-from pgcite.ingest._types import ChunkDraft, Document, Unit
+from pgcite.ingest._types import ChunkDraft, Contextual, Document, Unit
 
 CountTokens = Callable[[str], int]
 
-# Below this many body tokens a title eats too much of the budget; budget the body alone then.
+# Below this many body tokens the context eats too much of the budget (see _body_budget).
 MIN_BODY_TOKENS = 32
+# A context header longer than this is cut at a word (a title can be a whole paragraph).
+HEADER_MAX_CHARS = 200
+HEADER_SEPARATOR = " — "
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)  # fmt: skip
 # Packing aims under the budget by this factor because sum-of-parts only estimates the whole.
 SAFETY = 0.98
 
@@ -89,14 +102,64 @@ def _format_dates(start: dt.date | None, end: dt.date | None) -> str | None:
     return first.isoformat() if first else None
 
 
+def context_header(
+    *,
+    title: str | None,
+    locator: str | None,
+    date_start: dt.date | None,
+    date_end: dt.date | None,
+    author: str | None,
+) -> str:
+    """One line of document context, only the parts that exist, e.g.
+    ``Diary — 12 September 1666 — Samuel Pepys`` ("" when there are none)."""
+    parts = [title, locator, _spoken_dates(date_start, date_end), author]
+    header = HEADER_SEPARATOR.join(" ".join(p.split()) for p in parts if p and p.strip())
+    if len(header) <= HEADER_MAX_CHARS:
+        return header
+    cut = header.rfind(" ", 0, HEADER_MAX_CHARS)
+    return header[: cut if cut > 0 else HEADER_MAX_CHARS].rstrip(" —") + "…"
+
+
+def _spoken_dates(start: dt.date | None, end: dt.date | None) -> str | None:
+    """Dates as words, the way queries name them ("September 1666"), not ISO."""
+    first = start or end
+    if first is None:
+        return None
+    if start and end and end != start:
+        return f"{_spoken(start)} – {_spoken(end)}"
+    return _spoken(first)
+
+
+def _spoken(day: dt.date) -> str:
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
+def embedding_context(chunk: ChunkDraft, contextual: Contextual = "off") -> str | None:
+    """What the embedder reads before the body: the title, or the context header."""
+    if contextual == "header":
+        return context_header(
+            title=chunk.title, locator=chunk.locator, date_start=chunk.date_start,
+            date_end=chunk.date_end, author=chunk.author,
+        ) or None
+    return chunk.title
+
+
+def embedding_text(chunk: ChunkDraft, contextual: Contextual = "off") -> str:
+    """The text that is embedded for ``chunk`` (its stored body stays the chunk text alone)."""
+    context = embedding_context(chunk, contextual)
+    return f"{context}\n{chunk.body}" if context else chunk.body
+
+
 def chunk_document(
     doc: Document,
     *,
     count_tokens: CountTokens,
     max_tokens: int = 350,
     overlap_tokens: int = 0,
+    contextual: Contextual = "off",
 ) -> list[ChunkDraft]:
-    """Cut ``doc`` into chunks of at most ``max_tokens`` (title + body), in document order."""
+    """Cut ``doc`` into chunks whose embedding text (context + body, see :func:`embedding_text`)
+    has at most ``max_tokens``, in document order."""
     if max_tokens < 1:
         raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
     if not 0 <= overlap_tokens < max_tokens:
@@ -107,15 +170,23 @@ def chunk_document(
     drafts: list[ChunkDraft] = []
     for unit in doc.units:
         title = unit.title or doc.title
-        budget = _body_budget(title, max_tokens, count_tokens)
+        # Every chunk of a unit has the same context: measure it on a body-less draft.
+        context = embedding_context(_draft(doc, unit, title, "", 0), contextual)
+        budget = _body_budget(context, max_tokens, count_tokens, header=contextual == "header")
         for body in _unit_bodies(unit.text, budget, overlap_tokens, count_tokens):
             drafts.append(_draft(doc, unit, title, body, len(drafts)))
     return drafts
 
 
-def _body_budget(title: str | None, max_tokens: int, count: CountTokens) -> int:
-    budget = max_tokens - (count(title) if title else 0)
-    return budget if budget >= MIN_BODY_TOKENS else max_tokens
+def _body_budget(
+    context: str | None, max_tokens: int, count: CountTokens, *, header: bool
+) -> int:
+    budget = max_tokens - (count(context) if context else 0)
+    if budget >= MIN_BODY_TOKENS:
+        return budget
+    # The context leaves too little room. A title is left out of the budget, as it always was; a
+    # header (at most HEADER_MAX_CHARS) keeps its bodies small, so it overshoots by less.
+    return min(max_tokens, MIN_BODY_TOKENS) if header else max_tokens
 
 
 def _draft(doc: Document, unit: Unit, title: str | None, body: str, ordinal: int) -> ChunkDraft:

@@ -28,6 +28,7 @@ from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._cache import embed_with_cache
 from pgcite.embed._registry import embedder_for, load_embedder
 from pgcite.ingest._chunking import chunk_document
+from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._types import ChunkDraft, Document
 from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
@@ -87,12 +88,10 @@ def content_hash(doc: Document, info: CollectionInfo, spec: EmbedderSpec) -> str
         "model": spec.model_key,
         "ts": info.ts_config,
     }
+    if info.settings.contextual != "off":  # absent when off: hashes from before the setting hold
+        payload["contextual"] = info.settings.contextual
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()
     return hashlib.sha256(blob).hexdigest()
-
-
-def embedding_text(chunk: ChunkDraft) -> str:
-    return f"{chunk.title}\n{chunk.body}" if chunk.title else chunk.body
 
 
 def other_embedder(
@@ -188,15 +187,17 @@ def ingest(
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)
     budget = chunk_budget(info, spec)
+    contextual = info.settings.contextual
     chunked: list[tuple[Document, list[ChunkDraft]]] = []
     for doc in fresh:
         assert embedder is not None  # loaded above whenever there is something fresh
-        chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget)
+        chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget,
+                                contextual=contextual)
         if chunks:
             chunked.append((doc, chunks))
         else:
             report.skipped += 1  # nothing but whitespace
-    texts = [embedding_text(c) for _, chunks in chunked for c in chunks]
+    texts = [embedding_text(c, contextual) for _, chunks in chunked for c in chunks]
 
     vectors = np.zeros((0, spec.dim), dtype=np.float32)
     if embedder is not None and texts:

@@ -24,8 +24,9 @@ from pgcite._errors import ConfigError, EmbedderError, PgciteError
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, Vectors
 from pgcite.embed._registry import load_embedder
-from pgcite.ingest._pipeline import IngestReport, embed_texts, embedding_text
-from pgcite.ingest._types import ChunkDraft
+from pgcite.ingest._chunking import embedding_text
+from pgcite.ingest._pipeline import IngestReport, embed_texts
+from pgcite.ingest._types import ChunkDraft, Contextual
 from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
 from pgcite.store._database import Database
 from pgcite.store._snapshots import (
@@ -72,15 +73,16 @@ def reembed(
             raise ConfigError(f"snapshot {current.snapshot_id} of {collection!r} is embedded "
                               f"with {embedder.spec.model_key} already")
         docs = _stored_documents(conn, info, current.snapshot_id)
-    _check_fits(embedder, docs)
+    contextual = info.settings.contextual  # the same text an ingest would embed
+    _check_fits(embedder, docs, contextual)
     with db.transaction() as conn:  # before any chunk of this model exists: an empty build
         ensure_vector_index(conn, info.schema_name, embedder.spec, info.settings.halfvec)
     report = IngestReport(collection=collection, documents=len(docs))
-    texts = [embedding_text(c) for doc in docs.values() for c in doc.chunks]
+    texts = [embedding_text(c, contextual) for doc in docs.values() for c in doc.chunks]
     vectors = embed_texts(db, embedder, texts, report, label="re-embedding", progress=progress,
                           batch_size=settings.embed_batch_size)
     with db.transaction() as conn:
-        pks = _store(conn, info, docs, vectors, embedder, report)
+        pks = _store(conn, info, docs, vectors, embedder, report, contextual)
         report.snapshot_id = build_snapshot(
             conn, info, pks, spec=embedder.spec, corpus_version=current.corpus_version,
             note=f"re-embed of snapshot {current.snapshot_id} with {embedder.spec.model_key}",
@@ -97,9 +99,11 @@ def _require_active(conn: psycopg.Connection, info: CollectionInfo) -> SnapshotI
     return current
 
 
-def version_hash(old_hash: str, model_key: str) -> str:
-    """The re-embedded version's key: a re-run finds it, another model gets another one."""
-    return hashlib.sha256(f"{old_hash}|reembed|{model_key}".encode()).hexdigest()
+def version_hash(old_hash: str, model_key: str, contextual: Contextual = "off") -> str:
+    """The re-embedded version's key: a re-run finds it, another model (or another contextual
+    setting) gets another one."""
+    mode = "" if contextual == "off" else f"|{contextual}"
+    return hashlib.sha256(f"{old_hash}|reembed|{model_key}{mode}".encode()).hexdigest()
 
 
 def _stored_documents(
@@ -123,12 +127,14 @@ def _stored_documents(
     return docs
 
 
-def _check_fits(embedder: Embedder, docs: dict[str, _StoredDocument]) -> None:
+def _check_fits(
+    embedder: Embedder, docs: dict[str, _StoredDocument], contextual: Contextual
+) -> None:
     """The chunks were cut for the old model's budget; the new model must see them whole."""
     limit = embedder.spec.max_tokens - 2  # the two special tokens every sequence carries
     for doc in docs.values():
         for chunk in doc.chunks:
-            tokens = embedder.count_tokens(embedding_text(chunk))
+            tokens = embedder.count_tokens(embedding_text(chunk, contextual))
             if tokens > limit:
                 raise EmbedderError(
                     f"chunk {chunk.id} has {tokens} tokens for {embedder.spec.id}, "
@@ -145,10 +151,12 @@ def _store(
     vectors: Vectors,
     embedder: Embedder,
     report: IngestReport,
+    contextual: Contextual,
 ) -> list[int]:
     """New versions (or the ones a killed earlier run committed) for every document."""
     key = embedder.spec.model_key
-    hashes = {doc_id: version_hash(doc.content_hash, key) for doc_id, doc in docs.items()}
+    hashes = {doc_id: version_hash(doc.content_hash, key, contextual)
+              for doc_id, doc in docs.items()}
     existing = find_versions(conn, info, list(hashes.items()))
     lock_versions(conn, info, existing.values())
     pks: list[int] = []

@@ -8,9 +8,13 @@ chunk: a chunk belongs to exactly one unit, so it carries exactly one date and o
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# What the embedder reads before a chunk's body: its title (``off``), or a one-line header of its
+# document context -- title, locator, dates, author (``header``). The stored body never changes.
+Contextual = Literal["off", "header"]
 
 
 class Unit(BaseModel):

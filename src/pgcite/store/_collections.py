@@ -43,6 +43,11 @@ class CollectionSettings(BaseModel):
         default="convex", description="default fusion of the hybrid mode")
     weights: tuple[float, float] = Field(
         default=(1.0, 1.0), description="default (keyword, vector) leg weights in the fusion")
+    contextual: Literal["off", "header"] = Field(
+        default="off", description="what the embedder reads before each chunk: its title (off), "
+        "or a one-line header of title, locator, dates and author (header); the stored body, "
+        "citations and keyword index are the same either way. Changing it re-embeds every "
+        "document at the next ingest")
     term_depth: int | None = Field(
         default=None, ge=1, description="BM25 postings counted per query term (None: exact); "
         "1000 keeps a 1M-chunk collection's hybrid query near 8 ms p50")

@@ -1,0 +1,260 @@
+"""Contextual chunks: with ``contextual="header"`` the embedder reads a one-line header of the
+chunk's document context before its body; bodies, ids and the keyword leg stay as they are."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from psycopg import sql
+
+import pgcite
+from pgcite.config import Settings
+from pgcite.embed._registry import load_embedder
+from pgcite.ingest import _pipeline, _reembed
+from pgcite.ingest._chunking import (
+    HEADER_MAX_CHARS,
+    MIN_BODY_TOKENS,
+    chunk_document,
+    context_header,
+    embedding_text,
+)
+from pgcite.ingest._types import ChunkDraft, Document, Unit
+from pgcite.store._collections import CollectionSettings
+
+from .conftest import DIARY
+from .test_snapshots import cli
+
+HEADER = CollectionSettings(contextual="header")
+MINILM = "all-MiniLM-L6-v2"
+
+
+def draft(body: str = "The body.", **fields: Any) -> ChunkDraft:
+    base: dict[str, Any] = {
+        "id": "d-a", "document_id": "d", "ordinal": 0, "body": body, "title": None,
+        "locator": None, "date_start": None, "date_end": None, "author": None, "corpus": None,
+        "source": "s.jsonl", "citation": "", "metadata": {},
+    }
+    return ChunkDraft(**{**base, **fields})
+
+
+# --- the text to embed -------------------------------------------------------------------------
+
+
+def test_header_holds_the_parts_that_exist_in_a_fixed_order() -> None:
+    full = draft(title="Diary", locator="chapter-7 > September", date_start=dt.date(1666, 9, 12),
+                 date_end=dt.date(1666, 9, 12), author="Samuel Pepys")
+    assert embedding_text(full, "header") == (
+        "Diary — chapter-7 > September — 12 September 1666 — Samuel Pepys\nThe body.")
+    dated = draft(date_start=dt.date(1666, 9, 2), date_end=dt.date(1666, 9, 8), author="S. P.")
+    assert embedding_text(dated, "header") == "2 September 1666 – 8 September 1666 — S. P.\nThe body."
+    spread = draft(title="  A\n title  ", locator=" ")  # whitespace collapses; blanks drop out
+    assert embedding_text(spread, "header") == "A title\nThe body."
+    assert embedding_text(draft(), "header") == "The body."  # nothing to say: the body alone
+
+
+def test_off_embeds_the_title_and_body_as_before() -> None:
+    full = draft(title="Diary", locator="p. 3", date_start=dt.date(1666, 9, 12),
+                 author="Samuel Pepys")
+    assert embedding_text(full) == embedding_text(full, "off") == "Diary\nThe body."
+    assert embedding_text(draft(author="Samuel Pepys")) == "The body."
+    # a title-only document reads the same either way (so its embeddings are shared in the cache)
+    assert embedding_text(draft(title="Diary"), "header") == embedding_text(draft(title="Diary"))
+
+
+def test_a_long_title_is_cut_at_a_word() -> None:
+    header = context_header(title="word " * 100, locator=None, date_start=dt.date(1660, 1, 1),
+                            date_end=None, author="Samuel Pepys")
+    assert len(header) <= HEADER_MAX_CHARS + 1 and header.endswith("word…")
+
+
+@pytest.fixture(scope="module")
+def minilm(settings: Settings) -> Any:
+    return load_embedder(MINILM, settings)
+
+
+def test_header_and_body_fit_the_budget_with_the_real_tokenizer(minilm: Any) -> None:
+    text = "\n\n".join(
+        " ".join(f"Sentence {p}.{s} tells of the fire, the plague and the Navy Office." for s in
+                 range(6)) for p in range(12))
+    doc = Document(document_id="long", source="s.md", title="The Diary of Samuel Pepys",
+                   author="Samuel Pepys", units=[
+                       Unit(text=text, locator="Volume 7 > September 1666",
+                            date_start=dt.date(1666, 9, 2), date_end=dt.date(1666, 9, 8))])
+    count = minilm.count_tokens
+    header = count(context_header(title=doc.title, locator="Volume 7 > September 1666",
+                                  date_start=dt.date(1666, 9, 2), date_end=dt.date(1666, 9, 8),
+                                  author="Samuel Pepys"))
+    assert 20 < header < 40
+    for budget in (header + 32, 100, 254):
+        on = chunk_document(doc, count_tokens=count, max_tokens=budget, contextual="header")
+        off = chunk_document(doc, count_tokens=count, max_tokens=budget)
+        assert all(count(embedding_text(c, "header")) <= budget for c in on), budget
+        assert all(count(embedding_text(c)) <= budget for c in off), budget
+        assert max(count(c.body) for c in on) <= budget - header
+        # the header takes room from the body: more (smaller) chunks, the same text in the end
+        assert len(on) >= len(off) > 1
+        assert " ".join(c.body for c in on).split() == text.split()
+    # a header that leaves under MIN_BODY_TOKENS: bodies of at most that, never the whole budget
+    small = chunk_document(doc, count_tokens=count, max_tokens=header + 8, contextual="header")
+    assert max(count(c.body) for c in small) <= MIN_BODY_TOKENS
+
+
+# --- through a real ingest ---------------------------------------------------------------------
+
+
+class Recorder:
+    """Every text the ingest (or re-embed) hands to the embedding cache, and the real result."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: Any) -> None:
+        self.texts: list[str] = []
+        real = module.embed_texts
+
+        def record(db: Any, embedder: Any, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+            self.texts.extend(texts)
+            return real(db, embedder, texts, *args, **kwargs)
+
+        monkeypatch.setattr(module, "embed_texts", record)
+
+    def take(self) -> list[str]:
+        texts, self.texts = self.texts, []
+        return texts
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    return Recorder(monkeypatch, _pipeline)
+
+
+@pytest.fixture
+def ctx(client: pgcite.Client, request: pytest.FixtureRequest) -> Iterator[pgcite.Collection]:
+    name = "ctx_" + request.node.name.removeprefix("test_")[:40].lower()
+    yield client.create_collection(name, settings=HEADER)
+    client.drop_collection(name)
+
+
+def chunk_rows(col: pgcite.Collection) -> dict[str, tuple[str, str, np.ndarray]]:
+    """id -> (document id, body, embedding) of the active snapshot's chunks."""
+    with col.client.connection() as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT c.id, c.document_id, c.body, c.embedding FROM {s}.chunks c"
+            " JOIN {s}.snapshot_members m USING (version_pk)"
+            " JOIN {s}.active a ON a.snapshot_id = m.snapshot_id"
+        ).format(s=col.info.schema_id)).fetchall()
+    return {r[0]: (r[1], r[2], np.asarray(r[3].to_numpy(), dtype=np.float32)) for r in rows}
+
+
+def single_chunk_docs(rows: dict[str, tuple[str, str, np.ndarray]]) -> dict[str, str]:
+    """id -> body of the chunks of documents that are one chunk (their cuts cannot move)."""
+    per_doc: dict[str, list[str]] = {}
+    for cid, (doc_id, _, _) in rows.items():
+        per_doc.setdefault(doc_id, []).append(cid)
+    return {ids[0]: rows[ids[0]][1] for ids in per_doc.values() if len(ids) == 1}
+
+
+def test_ingest_embeds_the_header_and_stores_the_body(
+    diary: pgcite.Collection, ctx: pgcite.Collection, recorder: Recorder, minilm: Any,
+) -> None:
+    report = ctx.ingest([DIARY], progress=False)
+    assert report.activated and not report.failed
+    texts = recorder.take()
+    assert len(texts) == report.embedded + report.cached == report.chunks_added
+    assert any(t.startswith("2 September 1666 — Samuel Pepys\nJane called us up")
+               for t in texts)
+    assert any(t.startswith("5 September 1666 — Elizabeth Pepys\n") for t in texts)
+    assert any(t.startswith("Editor\n") for t in texts)  # undated note: only what exists
+
+    on, off = chunk_rows(ctx), chunk_rows(diary)
+    # short entries keep their ids and bodies (a long one may be cut a little differently)
+    assert single_chunk_docs(on) == single_chunk_docs(off) and len(single_chunk_docs(on)) == 11
+    assert {doc for doc, _, _ in on.values()} == {doc for doc, _, _ in off.values()}
+    assert not any(" — " in body or "Samuel" in body for _, body, _ in on.values())
+    # the stored vector is the header text's, not the body's
+    cid = "d-1666-09-02-a"
+    body = on[cid][1]
+    with_header, bare = minilm.embed_documents([f"2 September 1666 — Samuel Pepys\n{body}", body])
+    assert float(np.dot(on[cid][2], with_header)) > 0.999 > float(np.dot(on[cid][2], bare))
+
+    # the keyword leg indexes title + body either way: the same hits, the same scores
+    for query in ("fire Pudding Lane", "Parmazan cheese", "Samuel Pepys"):
+        a = diary.search(query, mode="keyword", top_k=20)
+        b = ctx.search(query, mode="keyword", top_k=20)
+        single = set(single_chunk_docs(on))
+        assert [(h.id, round(h.score, 5)) for h in a.hits if h.id in single] == [
+            (h.id, round(h.score, 5)) for h in b.hits if h.id in single]
+    assert not ctx.search("Samuel Pepys", mode="keyword", top_k=5).hits  # header not indexed
+
+
+def test_switching_the_setting_re_embeds_once(
+    client: pgcite.Client, settings: Settings, recorder: Recorder,
+) -> None:
+    col = client.create_collection("ctx_switch")
+    try:
+        first = col.ingest([DIARY], progress=False)
+        plain = recorder.take()
+        assert not any(t.startswith("1 January 1660") for t in plain)
+        again = col.ingest([DIARY], progress=False)  # unchanged, setting unchanged: a no-op
+        assert (again.snapshot_id, again.new_versions, again.embedded) == (None, 0, 0)
+
+        out = cli(settings, "collection", "set", col.name, "--contextual", "header", "--json")
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["settings"]["contextual"] == "header"
+        before = chunk_rows(col)
+        switched = col.ingest([DIARY], progress=False)
+        assert switched.new_versions == first.new_versions == 12
+        assert switched.snapshot_id is not None and switched.activated
+        headed = recorder.take()  # (another test may have put them in the cache already)
+        assert len(headed) == switched.embedded + switched.cached == switched.chunks_added
+        assert any(t.startswith("1 January 1660 — Samuel Pepys\nUp early") for t in headed)
+        after = chunk_rows(col)
+        cid = "d-1660-01-01-a"
+        assert after[cid][:2] == before[cid][:2]  # same document and body, a new vector
+        assert float(np.dot(after[cid][2], before[cid][2])) < 0.999
+        still = col.ingest([DIARY], progress=False)  # and unchanged again under the new setting
+        assert (still.snapshot_id, still.new_versions, still.embedded) == (None, 0, 0)
+
+        out = cli(settings, "collection", "set", col.name, "--contextual", "off")
+        assert out.exit_code == 0 and "contextual off" in out.output
+        back = col.ingest([DIARY], progress=False)
+        # the first versions are found again (their hash never had the setting in it)
+        assert back.snapshot_id is not None and (back.new_versions, back.embedded) == (0, 0)
+
+        out = cli(settings, "collection", "set", col.name, "--contextual", "sometimes")
+        assert out.exit_code != 0 and "invalid setting contextual" in out.output
+    finally:
+        client.drop_collection("ctx_switch")
+
+
+def test_re_embedding_reads_the_same_text_as_ingest(
+    ctx: pgcite.Collection, settings: Settings, recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx.ingest([DIARY], progress=False)
+    ingested = recorder.take()
+
+    class Stop(Exception):
+        pass
+
+    seen: list[str] = []
+
+    def capture(db: Any, embedder: Any, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        seen.extend(texts)
+        raise Stop  # the texts are what matters; embedding them with e5 is another test's cost
+
+    monkeypatch.setattr(_reembed, "embed_texts", capture)
+    with pytest.raises(Stop):
+        _reembed.reembed(ctx.client.db, ctx.name, "multilingual-e5-small", progress=False,
+                         settings=settings)
+    assert sorted(seen) == sorted(ingested)
+    assert _reembed.version_hash("h", "m", "header") != _reembed.version_hash("h", "m")
+    assert _reembed.version_hash("h", "m", "off") == _reembed.version_hash("h", "m")
+
+
+def test_collection_show_reports_the_setting(ctx: pgcite.Collection, settings: Settings) -> None:
+    shown = json.loads(cli(settings, "collection", "show", ctx.name, "--json").stdout)
+    assert shown["settings"]["contextual"] == "header"
+    assert CollectionSettings().contextual == "off"

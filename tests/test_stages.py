@@ -285,3 +285,26 @@ def test_no_stage_escapes_the_filters(with_models: Any, cutoff: str,
         for hit in result.hits:
             assert hit.corpus in corpora
             assert hit.date_end is not None and hit.date_end.isoformat() <= cutoff
+
+
+def test_collection_set_stages_merges_and_validates(diary: pgcite.Collection,
+                                                    settings: Settings) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    runner = CliRunner()
+    base = ["--data-dir", str(settings.data_dir), "collection", "set", diary.name]
+    ok = runner.invoke(app, [*base, "--stages", '{"route": true, "rerank_depth": 30}'])
+    assert ok.exit_code == 0, ok.output
+    try:
+        with pgcite.Client(settings) as c:
+            stored = c.collection(diary.name).info.settings.stages
+        assert stored == {"route": True, "rerank_depth": 30}
+        for bad in ('{"rerank_depth": 0}', '[1]', "{nope"):
+            result = runner.invoke(app, [*base, "--stages", bad])
+            assert result.exit_code != 0 and "Traceback" not in result.output, bad
+    finally:
+        runner.invoke(app, [*base, "--stages", "null"])
+    with pgcite.Client(settings) as c:
+        assert c.collection(diary.name).info.settings.stages == {}

@@ -192,7 +192,7 @@ def test_ingest_embeds_the_header_and_stores_the_body(
 def test_switching_the_setting_re_embeds_once(
     client: pgcite.Client, settings: Settings, recorder: Recorder,
 ) -> None:
-    col = client.create_collection("ctx_switch")
+    col = client.create_collection("ctx_switch", settings=CollectionSettings(contextual="off"))
     try:
         first = col.ingest([DIARY], progress=False)
         plain = recorder.take()
@@ -257,4 +257,17 @@ def test_re_embedding_reads_the_same_text_as_ingest(
 def test_collection_show_reports_the_setting(ctx: pgcite.Collection, settings: Settings) -> None:
     shown = json.loads(cli(settings, "collection", "show", ctx.name, "--json").stdout)
     assert shown["settings"]["contextual"] == "header"
-    assert CollectionSettings().contextual == "off"
+    assert CollectionSettings().contextual == "header"  # the default for new collections
+
+
+def test_collections_stored_before_the_setting_keep_off(client: pgcite.Client) -> None:
+    """A collection whose stored settings predate the option was embedded without headers:
+    it reads as "off" (not the new default), so its next ingest re-embeds nothing."""
+    col = client.create_collection("ctx_legacy")
+    try:
+        with client.db.transaction() as conn:
+            conn.execute("UPDATE pgcite.collections SET settings = settings - 'contextual'"
+                         " WHERE name = %s", (col.name,))
+        assert client.collection(col.name).info.settings.contextual == "off"
+    finally:
+        client.drop_collection(col.name)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -212,14 +213,15 @@ def test_force_activates_logs_what_it_skipped_and_rollback_returns(
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
     assert result["forced"] and any(s.startswith("recall@10") for s in result["skipped"])
-    assert fresh.active_snapshot().snapshot_id == sid
+    assert eventually(lambda: fresh.active_snapshot().snapshot_id == sid)
     with fresh.client.connection() as conn:
         log = activations(conn, fresh.info)
     assert log[-1].forced and log[-1].detail["skipped"] == result["skipped"]
 
     back = cli(settings, "snapshot", "rollback", fresh.name, "--json")
     assert back.exit_code == 0 and json.loads(back.stdout)["snapshot_id"] == 1
-    assert fresh.active_snapshot().snapshot_id == 1
+    # another process switched it: this client learns by NOTIFY, within moments, not at once
+    assert eventually(lambda: fresh.active_snapshot().snapshot_id == 1)
     again = _lifecycle.rollback(fresh)  # a second rollback undoes the first
     assert again.snapshot_id == sid and again.previous_id == 1
 
@@ -371,3 +373,13 @@ def test_vectors_of_another_dimension_are_refused(fresh: pgcite.Collection) -> N
     with pytest.raises(pgcite.PgciteError, match="has a 4-dim vector but test-model"):
         store(unindexed, 4)
     assert [s.snapshot_id for s in fresh.snapshots()] == [1]
+
+
+def eventually(check: Callable[[], bool], seconds: float = 5.0) -> bool:
+    """Poll ``check`` until it holds or ``seconds`` pass (for NOTIFY-driven caches)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

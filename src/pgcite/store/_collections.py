@@ -44,7 +44,7 @@ class CollectionSettings(BaseModel):
     weights: tuple[float, float] = Field(
         default=(1.0, 1.0), description="default (keyword, vector) leg weights in the fusion")
     contextual: Literal["off", "header"] = Field(
-        default="off", description="what the embedder reads before each chunk: its title (off), "
+        default="header", description="what the embedder reads before each chunk: its title (off), "
         "or a one-line header of title, locator, dates and author (header); the stored body, "
         "citations and keyword index are the same either way. Changing it re-embeds every "
         "document at the next ingest")
@@ -95,7 +95,9 @@ def _row_to_info(row: tuple[Any, ...]) -> CollectionInfo:
         schema_name=schema_name,
         ts_config=ts_config,
         embedder=EmbedderSpec.model_validate(embedder),
-        settings=CollectionSettings.model_validate(settings),
+        # Collections stored before the contextual setting existed were embedded without the
+        # header: they keep "off" (changing it would re-embed them at their next ingest).
+        settings=CollectionSettings.model_validate({"contextual": "off", **settings}),
         created_at=created_at,
     )
 

@@ -25,7 +25,6 @@ MODES = ("keyword", "vector", "hybrid")
 # bench/README.md. RRF stays available (fusion="rrf"): it is rank-only, so it needs no score
 # normalisation, and its k defaults to 60.
 DEFAULT_FUSION = "convex"
-EXACT = 2**31 - 1  # "every posting" as an array bound
 
 
 class SearchOptions:
@@ -109,7 +108,7 @@ def prepare_search(
     params: dict[str, Any] = {
         **compiled.params, "snapshot_id": snapshot.snapshot_id, "fetch": options.fetch,
         "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
-        "rrf_k": float(options.rrf_k), "term_depth": options.term_depth or EXACT,
+        "rrf_k": float(options.rrf_k), "term_depth": options.term_depth,
         "w_keyword": float(options.weights[0]), "w_vector": float(options.weights[1]),
         # explain and tier ordering need the candidates below top_k; plain searches do not
         "limit": options.top_k if options.ordering == "score" and not explain else None,
@@ -123,6 +122,7 @@ def prepare_search(
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
         filtered=bool(compiled.clauses), fusion=options.fusion,
+        bounded=options.term_depth is not None,
     )
     return statement, params
 

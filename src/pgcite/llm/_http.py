@@ -28,7 +28,10 @@ class HttpJsonClient:
     name = "http"
 
     def __init__(self, base_url: str, timeout_s: float,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, *,
+                 name: str | None = None) -> None:
+        if name is not None:
+            self.name = name  # the prefix of every error message
         if not base_url.startswith(("http://", "https://")):
             raise LLMError(f"{self.name}: base URL must start with http:// or https://")
         self.base_url = base_url.rstrip("/")
@@ -45,7 +48,8 @@ class HttpJsonClient:
         except httpx.TimeoutException:
             raise LLMError(f"{self.name}: no answer within {timeout:g} s") from None
         except httpx.HTTPError as exc:
-            raise LLMError(f"{self.name}: {type(exc).__name__}: {exc}") from None
+            raise LLMError(f"{self.name}: {type(exc).__name__}: {exc}",
+                           hint=f"is the server at {self.base_url} up?") from None
         if resp.status_code >= 400:
             snippet = data[:200].decode("utf-8", "replace")
             raise LLMError(f"{self.name}: HTTP {resp.status_code}: {snippet}")

@@ -19,7 +19,6 @@ import json
 import math
 import re
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -29,10 +28,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pgcite._errors import ConfigError, PgciteError
+from pgcite.llm._http import HttpJsonClient
 from pgcite.llm._types import ChatModel, LLMError
 from pgcite.retrieve._hits import Hit
 
-MAX_RESPONSE_BYTES = 1 << 20
 RerankerKind = Literal["cross-encoder", "tei", "cohere", "llm"]
 SUGGESTED_MODELS = (
     "cross-encoder/ms-marco-MiniLM-L-6-v2",
@@ -161,8 +160,9 @@ class HttpReranker:
         self.api, self.model, self.timeout_s = api, model, timeout_s
         self.name = f"{api}:{model}" if model else api
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # The LLM clients' plumbing: deadline over the whole response, 1 MiB cap, JSON or error.
         # ``transport`` lets tests see the exact requests (httpx.MockTransport).
-        self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport)
+        self._http = HttpJsonClient(base_url, timeout_s, transport, name=self.name)
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
@@ -205,35 +205,10 @@ class HttpReranker:
         return [s for s in scores if s is not None]
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
-        deadline = time.monotonic() + self.timeout_s
         try:
-            with self._http.stream("POST", self.base_url + path, json=body,
-                                   headers=self._headers) as resp:
-                data = self._read(resp, deadline)
-        except httpx.TimeoutException:
-            raise RerankError(f"{self.name}: no answer within {self.timeout_s:g} s") from None
-        except httpx.HTTPError as exc:
-            raise RerankError(f"{self.name}: {type(exc).__name__}: {exc}",
-                              hint=f"is the reranking server at {self.base_url} up?") from None
-        if resp.status_code >= 400:
-            snippet = data[:200].decode("utf-8", "replace")
-            raise RerankError(f"{self.name}: HTTP {resp.status_code}: {snippet}")
-        try:
-            return json.loads(data)
-        except ValueError:
-            raise RerankError(f"{self.name}: the response is not JSON") from None
-
-    def _read(self, resp: httpx.Response, deadline: float) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in resp.iter_bytes():
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise RerankError(f"{self.name}: response larger than 1 MiB")
-            if time.monotonic() > deadline:
-                raise RerankError(f"{self.name}: no answer within {self.timeout_s:g} s")
-            chunks.append(chunk)
-        return b"".join(chunks)
+            return self._http.post_json(path, body, self._headers)
+        except LLMError as exc:
+            raise RerankError(str(exc), hint=exc.hint) from None
 
     def close(self) -> None:
         self._http.close()

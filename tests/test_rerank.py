@@ -495,3 +495,9 @@ def test_rerank_hits_with_tiny_model(tiny_model: Path) -> None:
     best = sorted(range(3), key=lambda i: -scores[i])[:2]
     assert [h.body for h in out] == [PASSAGES[i] for i in best]
     assert [h.score for h in out] == pytest.approx([scores[i] for i in best])
+
+
+@pytest.mark.parametrize("echo", ["1. 6th. Up and to my office", "3. 4 ships were lost",
+                                  "2: 5 of the passages mention it"])
+def test_echoed_passage_text_is_not_a_score(echo: str) -> None:
+    assert parse_llm_scores(echo, 5) == {}

@@ -308,3 +308,39 @@ def test_collection_set_stages_merges_and_validates(diary: pgcite.Collection,
         runner.invoke(app, [*base, "--stages", "null"])
     with pgcite.Client(settings) as c:
         assert c.collection(diary.name).info.settings.stages == {}
+
+
+class CountingReranker(FakeReranker):
+    def __init__(self) -> None:
+        super().__init__("macbeth")
+        self.seen: list[int] = []
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        self.seen.append(len(passages))
+        return super().score(query, passages)
+
+
+def test_rerank_depth_caps_what_the_reranker_reads(with_models: Any) -> None:
+    reranker = CountingReranker()
+    col = with_models(reranker=reranker)
+    result = col.search("theatre fire plague", top_k=4, stages={"rerank": True,
+                                                                "rerank_depth": 2})
+    assert reranker.seen == [2] and len(result.hits) == 4
+
+
+def test_the_route_decides_on_hyde(with_models: Any) -> None:
+    chat = FakeChat("In the evening I dug a pit in the garden and put my cheese in it.")
+    col = with_models(llm=chat)
+    keyword = col.search("Parmazan", stages={"route": True, "hyde": True})
+    assert chat.calls == [] and [e.stage for e in keyword.stages] == ["route"]
+    long_question = "How did the diarist keep his most precious things safe while the city burned?"
+    routed = col.search(long_question, stages={"route": True})
+    assert [(e.stage, e.outcome) for e in routed.stages] == [("route", "applied"),
+                                                              ("hyde", "applied")]
+
+
+def test_total_time_includes_the_stages(with_models: Any) -> None:
+    col = with_models(llm=FakeChat("A passage about a fire in the City of London.",
+                                   delay_s=0.3))
+    result = col.search("What happened to the houses of the unlucky?", stages={"hyde": True})
+    assert result.timings_ms["total"] >= 300 > result.timings_ms["database"]

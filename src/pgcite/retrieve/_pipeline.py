@@ -119,10 +119,11 @@ class _Run:
 def staged_search(search: SearchFn, query: str, *, top_k: int, mode: str, stages: Stages,
                   models: StageModels, cutoff: Any = None) -> SearchResult:
     """One search with the configured stages around it (see module doc)."""
+    started = time.perf_counter()
     run = _Run(query, stages, models, vector_mode=mode != "keyword",
                decompose=stages.decompose, hyde=stages.hyde)
     if stages.route:
-        _route(run)
+        _route(run)  # with routing on, the route decides on decomposition and HyDE
     depth = max(top_k, stages.rerank_depth) if stages.rerank or stages.boosts else top_k
     result = _retrieve(run, search, depth)
     hits = list(result.hits)
@@ -133,8 +134,10 @@ def staged_search(search: SearchFn, query: str, *, top_k: int, mode: str, stages
     if stages.rerank:
         hits = _rerank(run, hits)
     hits = [h.model_copy(update={"rank": i + 1}) for i, h in enumerate(hits[:top_k])]
-    return result.model_copy(update={
-        "hits": hits, "stages": run.events, "timings_ms": {**result.timings_ms, **run.timings}})
+    # "total" is the whole staged search (model calls included), not its first database call
+    timings = {**result.timings_ms, **run.timings,
+               "total": (time.perf_counter() - started) * 1000}
+    return result.model_copy(update={"hits": hits, "stages": run.events, "timings_ms": timings})
 
 
 def _route(run: _Run) -> None:
@@ -143,15 +146,14 @@ def _route(run: _Run) -> None:
     how = "heuristic"
     if not route.sure and run.models.chat is not None:
         route, how = _llm_route(run, route)
+    # The route decides: decomposition only on the decompose route, HyDE only on the hyde
+    # route (and only with an LLM), whatever the decompose/hyde flags say.
+    run.decompose = route.name == "decompose"
+    run.hyde = route.name == "hyde" and run.models.chat is not None and run.vector_mode
     if route.name == "keyword":
         run.weights = KEYWORD_HEAVY
-    elif route.name == "decompose":
-        run.decompose = True
-    elif route.name == "hyde":
-        if run.models.chat is not None and run.vector_mode:
-            run.hyde = True
-        else:
-            run.weights = VECTOR_HEAVY
+    elif route.name == "hyde" and not run.hyde:
+        run.weights = VECTOR_HEAVY
     outcome = "fallback" if how.startswith("heuristic (LLM") else "applied"
     run.note("route", outcome, f"{route.name} ({how}): {route.reason}", started)
 
@@ -251,11 +253,13 @@ def _rerank(run: _Run, hits: list[Hit]) -> list[Hit]:
     if not hits:
         run.note("rerank", "skipped", "nothing to rerank", started)
         return hits
+    # the first rerank_depth candidates are rescored; any beyond (top_k > depth) keep their place
+    head, tail = hits[:run.stages.rerank_depth], hits[run.stages.rerank_depth:]
     try:
-        reranked = call_bounded(lambda: rerank_hits(reranker, run.query, hits, len(hits)),
+        reranked = call_bounded(lambda: rerank_hits(reranker, run.query, head, len(head)),
                                 run.stages.timeouts.rerank, f"rerank ({reranker.name})")
     except (LLMError, RerankError) as exc:
         run.note("rerank", "fallback", f"{exc}; kept the fused order", started)
         return hits
-    run.note("rerank", "applied", f"{reranker.name} over {len(hits)} candidates", started)
-    return reranked
+    run.note("rerank", "applied", f"{reranker.name} over {len(head)} candidates", started)
+    return [*reranked, *tail]

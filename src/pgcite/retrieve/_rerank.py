@@ -223,10 +223,11 @@ _LLM_SYSTEM = (
     "(answers the query directly). Reply with nothing else."
 )
 # "1: 7", "[1] 7", "1 - 7/10", "Passage 2: score 8", "3. 4". The passage number needs a
-# separator after it so that "17" is never read as passage 1, score 7.
+# separator after it so that "17" is never read as passage 1, score 7; the score must end its
+# line, so an echoed passage ("1. 6th. Up and to my office", "3. 4 ships were lost") is no score.
 _SCORE_LINE = re.compile(
     r"^\W*?(?:passage\s*)?(?:\[(\d+)\]|(\d+)(?=\s*[:=)\-–—.]|\s))"
-    r"\s*[:=)\-–—.]?\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)(?:\s*/\s*10)?",
+    r"\s*[:=)\-–—.]?\s*(?:score\s*[:=]?\s*)?(\d+(?:\.\d+)?)(?:\s*/\s*10)?[\s.,;)*]*$",
     re.IGNORECASE | re.MULTILINE,
 )
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)

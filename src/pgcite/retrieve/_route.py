@@ -20,8 +20,10 @@ from pgcite.retrieve._decompose import split_heuristic
 
 ROUTES: tuple[str, ...] = ("keyword", "direct", "decompose", "hyde")
 _TOKEN = re.compile(r"[\w'’-]+")
-# Mixed letters and digits (ISO-9001, B12, 2024-001) or all-caps codes (HNSW, NASA): ids.
-_ID = re.compile(r"^(?=.*\d)(?=.*[A-Za-z])[\w-]{2,}$|^[A-Z]{2,}[\dA-Z-]*$")
+# Codes: a short letter prefix and at least two digits (ISO-9001, RFC2616, p53, ERR_404), or
+# digits then a code (2024-001A). Not acronyms (UK, SIDS) and not "0-dimensional" or "5th":
+# on SciFact those sent half the claims keyword-heavy and cost nDCG (bench/stages.py).
+_ID = re.compile(r"^[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z\d-]*$|^\d+[-_][A-Z\d]+$")
 _QUESTION_WORDS = frozenset(
     ["what", "how", "why", "when", "where", "who", "whom", "whose", "which", "did", "does", "do", "is", "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "tell", "explain", "describe"])
 

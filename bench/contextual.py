@@ -24,9 +24,10 @@ from pgcite.store._collections import CollectionSettings
 DEPTH = 100
 # Vector and hybrid are what the header can change; keyword is there to show that it does not
 # (its index is title + body either way; only Pepys' chunk cuts move a little).
-MODES: dict[str, dict[str, str]] = {
-    "keyword": {"mode": "keyword"}, "vector": {"mode": "vector"},
-    "hybrid (convex)": {"mode": "hybrid", "fusion": "convex"},
+MODES: dict[str, dict[str, Any]] = {
+    "keyword": {"mode": "keyword", "stages": {"route": False}},
+    "vector": {"mode": "vector", "stages": {"route": False}},
+    "hybrid (convex)": {"mode": "hybrid", "fusion": "convex", "stages": {"route": False}},
 }
 
 

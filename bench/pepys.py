@@ -42,11 +42,18 @@ def _date(value: object) -> dt.date | None:
 
 
 def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The Pepys golden set over the whole diary: "
+                                     "keyword, vector and hybrid side by side, per query kind.")
+    parser.add_argument("--collection", default="pepys", help="collection name (built on "
+                        "first use with the current defaults; default: pepys)")
+    args = parser.parse_args()
     root = DATA / "pepys-diary"
     golden = load_golden(root / "golden.jsonl")
     entries = read_jsonl(root / "entries.jsonl")
     with client() as c:
-        col = ensure_collection(c, "pepys", [root / "entries.jsonl"],
+        col = ensure_collection(c, args.collection, [root / "entries.jsonl"],
                                 overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
         vectors, _ = embed_queries(col, golden)
         configs: dict[str, Searcher] = {

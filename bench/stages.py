@@ -348,9 +348,10 @@ def summary(results: dict[str, EvalResult], chosen: list[Spec], meta: dict[str, 
     lines = [
         "# Optional retrieval stages, per query kind",
         "",
-        f"{meta['when']}; wall time {meta['wall_minutes']:.1f} min; SmolLM2-135M (llama-cpp) "
-        f"for every LLM stage; hybrid convex, top {K} documents ({TOP_K} chunks).",
-        f"Pepys: {meta['pepys_queries']} queries; SciFact train: first {meta['scifact_queries']} "
+        f"{meta['when']}; wall time {meta['wall_minutes']:.1f} min; {meta['llm_note']}; "
+        f"hybrid convex, top {K} documents ({TOP_K} chunks).",
+        f"Pepys: {meta['pepys_queries']} queries (collection `{meta['pepys_collection']}`); "
+        f"SciFact train: first {meta['scifact_queries']} "
         f"claims; reranker: {meta['rerank_note']}.",
         f"Timeouts for the LLM runs: route/decompose/hyde {LLM_STAGE_TIMEOUT_S:g} s, rerank "
         f"{meta['rerank_timeout']:g} s. p50 = median wall time of `col.search` per query "
@@ -435,6 +436,13 @@ def main() -> None:
                         help="rerank stage timeout in seconds (default 120: one SmolLM2 call "
                         "over 20 passages takes ~40 s here, so the library default of 5 s "
                         "would always fall back)")
+    parser.add_argument("--no-llm", action="store_true",
+                        help="only the model-free configurations (router, decomposition, "
+                        "boost heuristics), e.g. with --scifact-queries 809; written to "
+                        "results/stages/no-llm/")
+    parser.add_argument("--pepys-collection", default="pepys", metavar="NAME",
+                        help="the Pepys collection to search (default pepys; pepys_ctx is the "
+                        "one bench/contextual.py builds with contextual headers)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 10 Pepys queries (2 per kind) + 10 SciFact claims, "
                         "written to results/stages/quick/")
@@ -444,7 +452,7 @@ def main() -> None:
     rerank_queries = args.rerank_queries if args.rerank_queries is not None else (
         2 if args.quick else 40)
     scifact_n = 10 if args.quick else args.scifact_queries
-    out_name = "stages/quick" if args.quick else "stages"
+    out_name = "stages/quick" if args.quick else "stages/no-llm" if args.no_llm else "stages"
 
     from pgcite.llm import LLMConfig, make_chat_model
     from pgcite.retrieve._rerank import LLMReranker
@@ -454,20 +462,22 @@ def main() -> None:
     sci_full = load_golden(DATA / "scifact", split="train")
     sci_golden = subset(sci_full, sci_full.queries[:scifact_n])
     # The chat model's own deadline is generous: the stage timeouts are what is measured.
-    chat = make_chat_model(LLMConfig(kind="llama-cpp", timeout_s=300))
-    chosen = specs(args.rerank_timeout)
-    chat.chat("You are terse.", "Say hi.", max_tokens=4)  # load the model before timing
+    chosen = [s for s in specs(args.rerank_timeout) if not (args.no_llm and s.llm)]
+    chat = None if args.no_llm else make_chat_model(LLMConfig(kind="llama-cpp", timeout_s=300))
+    if chat is not None:
+        chat.chat("You are terse.", "Say hi.", max_tokens=4)  # load the model before timing
     results: dict[str, EvalResult] = {}
     with client() as plain_client:
         if plain_client.llm() is not None or plain_client.reranker() is not None:
             raise SystemExit("stages.py: PGCITE_LLM / PGCITE_RERANKER are set; unset them so "
                              "the model-free configurations really have no model")
         with pgcite.Client(plain_client.settings, llm=chat,
-                           reranker=LLMReranker(chat)) as llm_client:
+                           reranker=LLMReranker(chat) if chat else None) as llm_client:
             extra = {
                 "benchmark": "stages", "k": K, "top_k_chunks": TOP_K, "mode": "hybrid",
                 "quick": args.quick,
-                "llm": f"llama-cpp {Path(getattr(chat, 'model_path', '')).name}",
+                "llm": f"llama-cpp {Path(getattr(chat, 'model_path', '')).name}" if chat
+                else "none (--no-llm)", "pepys_collection": args.pepys_collection,
                 "llm_timeouts_s": {"route": LLM_STAGE_TIMEOUT_S,
                                    "decompose": LLM_STAGE_TIMEOUT_S,
                                    "hyde": LLM_STAGE_TIMEOUT_S, "rerank": args.rerank_timeout},
@@ -478,8 +488,9 @@ def main() -> None:
                 "is cleared and the LLM backlog drained before each LLM configuration",
             }
             for name, golden in (("pepys", pepys_golden), ("scifact", sci_golden)):
-                ds = Dataset(name, golden, open_collection(plain_client, name),
-                             open_collection(llm_client, name))
+                col_name = args.pepys_collection if name == "pepys" else name
+                ds = Dataset(name, golden, open_collection(plain_client, col_name),
+                             open_collection(llm_client, col_name))
                 for key, result, events in run_dataset(
                         ds, chosen, rerank_queries=rerank_queries, chat=chat, extra=extra):
                     results[key] = result
@@ -493,7 +504,10 @@ def main() -> None:
         "pepys_queries": len(pepys_golden.queries),
         "scifact_queries": len(sci_golden.queries),
         "rerank_timeout": args.rerank_timeout,
-        "rerank_note": ("skipped" if rerank_queries == 0 else
+        "llm_note": ("no LLM (--no-llm: model-free configurations only)" if args.no_llm
+                     else "SmolLM2-135M (llama-cpp) for every LLM stage"),
+        "pepys_collection": args.pepys_collection,
+        "rerank_note": ("not run" if rerank_queries == 0 or args.no_llm else
                         f"{rerank_queries} queries of each set (SciFact: the first; Pepys: "
                         f"round-robin over kinds), depth {RERANK_DEPTH}"),
     }

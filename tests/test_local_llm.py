@@ -50,6 +50,6 @@ def col(settings: Settings, diary: pgcite.Collection,
 
 def test_hyde_with_the_real_model(col: pgcite.Collection) -> None:
     result = col.search("How did the diarist protect his valuables from the blaze?",
-                        stages={"hyde": True, "timeouts": {"hyde": 60}})
+                        stages={"route": False, "hyde": True, "timeouts": {"hyde": 60}})
     assert result.stages[0].stage == "hyde" and result.stages[0].outcome == "applied"
     assert result.hits and len(result.stages[0].detail) > len("embedded: ")

@@ -184,7 +184,7 @@ def test_unknown_filter_field_and_bad_stages_are_400(api: TestClient, reader: di
 
 def test_stages_and_self_checks_over_http(api: TestClient, reader: dict[str, str]) -> None:
     resp = api.post("/v1/collections/diary_fixture/search", headers=reader, json={
-        "query": "fire in the City", "rerank": True, "stages": {"boosts": [
+        "query": "fire in the City", "rerank": True, "stages": {"route": False, "boosts": [
             {"kind": "field", "field": "corpus", "equals": "B", "multiplier": 10}]}})
     assert resp.status_code == 200, resp.text
     body = resp.json()

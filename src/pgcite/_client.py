@@ -269,12 +269,21 @@ class Collection:
             if vector is None and text == query:
                 vector = query_vector
             return self._search_once(text, top_k=depth, query_vector=vector,
-                                     **{**kwargs, "weights": legs or weights})
+                                     **{**kwargs, "weights": self._tilt(weights, legs)})
 
         models = StageModels(chat=self.client.llm(), reranker=self.client.reranker(),
                              embedder=embedder)
         return staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
                              cutoff=kwargs["filters"].cutoff)
+
+    def _tilt(self, requested: tuple[float, float] | None,
+              route: tuple[float, float] | None) -> tuple[float, float] | None:
+        """The leg weights of one retrieval: weights given with the request win; otherwise the
+        route tilts the collection's weights (for the default 1:1, to the route's own)."""
+        if requested is not None or route is None:
+            return requested
+        base = self.info.settings.weights
+        return (base[0] * route[0], base[1] * route[1])
 
     def _search_once(
         self,

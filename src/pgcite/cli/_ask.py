@@ -23,6 +23,7 @@ from pgcite.cli._stages import (
     HydeOpt,
     RerankDepthOpt,
     RerankOpt,
+    RouteLlmOpt,
     RouteOpt,
     stage_overrides,
 )
@@ -109,6 +110,7 @@ def ask_command(
     llm_model_path: ModelPathOpt = None,
     trace: Annotated[bool, typer.Option(help="Show what the checks and fallbacks did.")] = True,
     route: RouteOpt = None,
+    route_llm: RouteLlmOpt = None,
     decompose: DecomposeOpt = None,
     hyde: HydeOpt = None,
     rerank: RerankOpt = None,
@@ -154,7 +156,8 @@ def ask_command(
             answer = col.answer(
                 question, top_k=top_k, mode=mode, filters=filters, generator=gen,
                 token_budget=token_budget, threshold=threshold, persona=persona,
-                stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost),
+                stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
+                                 route_llm),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
                 judge=judge)

@@ -23,6 +23,7 @@ from pgcite.cli._stages import (
     HydeOpt,
     RerankDepthOpt,
     RerankOpt,
+    RouteLlmOpt,
     RouteOpt,
     stage_overrides,
 )
@@ -87,6 +88,7 @@ def search_command(
     explain: Annotated[bool, typer.Option(
         help="Show each hit's keyword/vector/fused ranks and what fusion dropped.")] = False,
     route: RouteOpt = None,
+    route_llm: RouteLlmOpt = None,
     decompose: DecomposeOpt = None,
     hyde: HydeOpt = None,
     rerank: RerankOpt = None,
@@ -108,7 +110,8 @@ def search_command(
             corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
             authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
         )
-        stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost)
+        stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
+                                 route_llm)
         result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
                             ordering=ordering, fusion=fusion,  # type: ignore[arg-type]
                             stages=stages)

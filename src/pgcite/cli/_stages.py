@@ -10,8 +10,12 @@ _MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL
            "PGCITE_RERANKER / PGCITE_RERANKER_PATH / PGCITE_RERANKER_URL; a stage whose model "
            "is not configured is skipped and says so.")
 RouteOpt = Annotated[bool | None, typer.Option(
-    "--route/--no-route", help="Adaptive router: names/ids → keyword-heavy, multi-concept → "
-    "decompose, long abstract questions → HyDE.", rich_help_panel="Quality stages")]
+    "--route/--no-route", help="Heuristic router (on by default): names/ids → keyword-heavy, "
+    "multi-concept → decompose, long questions without names → vector-heavy (HyDE with "
+    "--route-llm).", rich_help_panel="Quality stages")]
+RouteLlmOpt = Annotated[bool | None, typer.Option(
+    "--route-llm/--no-route-llm", help="Let the router ask the LLM when unsure and run HyDE "
+    "on the hyde route (needs PGCITE_LLM).", rich_help_panel="Quality stages")]
 DecomposeOpt = Annotated[bool | None, typer.Option(
     "--decompose/--no-decompose", help="Split 'X vs Y'-style questions and fuse per-concept "
     "results.", rich_help_panel="Quality stages")]
@@ -31,12 +35,13 @@ BoostOpt = Annotated[list[str] | None, typer.Option(
 
 def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | None,
                     rerank: bool | None, rerank_depth: int | None,
-                    boost: list[str] | None) -> dict[str, Any] | None:
+                    boost: list[str] | None, route_llm: bool | None = None
+                    ) -> dict[str, Any] | None:
     """The request's stage overrides from the flags given (None when none was given)."""
     from pgcite.retrieve._boost import parse_boost
 
-    flags = {"route": route, "decompose": decompose, "hyde": hyde, "rerank": rerank,
-             "rerank_depth": rerank_depth}
+    flags = {"route": route, "route_llm": route_llm, "decompose": decompose, "hyde": hyde,
+             "rerank": rerank, "rerank_depth": rerank_depth}
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if boost:
         overrides["boosts"] = [parse_boost(spec).model_dump() for spec in boost]

@@ -77,6 +77,7 @@ class StagesBody(_Body):
     """Per-request overrides of the collection's optional stages (null = its setting)."""
 
     route: bool | None = None
+    route_llm: bool | None = None
     decompose: bool | None = None
     hyde: bool | None = None
     rerank: bool | None = None

@@ -185,3 +185,13 @@ def test_judge_failure_is_a_fallback_not_an_error(diary: pgcite.Collection) -> N
                           self_check={"grade": True, "sufficiency": True})
     assert not answer.abstained
     assert [e.detail for e in answer.trace if e.step == "grade"] == ["fallback: down"]
+
+
+def test_every_retrieval_of_an_answer_keeps_its_stage_events(diary: pgcite.Collection) -> None:
+    chat = ScriptedChat(grade=_grade_by_word("cheese"), rewrite="Parmazan cheese buried",
+                        sufficiency="hmm")
+    answer = diary.answer("What did he hide from the blaze?", top_k=2, judge=chat,
+                          self_check={"grade": True, "corrective": True, "sufficiency": True})
+    routes = [e for e in answer.stages if e.stage == "route"]
+    # the question, the rewrite, and the wider retrieval after "unsure": one route each
+    assert len(routes) == 3 and len(answer.attempts) == 2

@@ -191,7 +191,8 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
             hits = [*result.hits, *(h for h in wider.hits if h.id not in seen)]
             passages, dropped = fit_context(hits, options.token_budget)
             run.note("sufficiency", f"unsure: retrieved wider once, {len(hits)} passages")
-            run.result = result = result.model_copy(update={"hits": hits})
+            run.result = result = result.model_copy(update={
+                "hits": hits, "stages": [*result.stages, *wider.stages]})
     used = sum(approx_tokens(p.text) for p in passages)
     run.note("context", f"{len(passages)} passages, ~{used} tokens of {options.token_budget}"
              + (f"; over budget, left out: {', '.join(dropped)}" if dropped else ""))

@@ -96,7 +96,10 @@ class SelfCheck:
 
     def grade(self, question: str, hits: list[Hit]) -> Grades | None:
         passages = [to_passage(h) for h in hits]
-        return self._call("grade", lambda chat, _t: grade_passages(chat, question, passages))
+        # "N: yes" lines need a few tokens each; a small model given more writes prose instead
+        budget = 8 * len(passages) + 16
+        return self._call("grade", lambda chat, _t: grade_passages(
+            chat, question, passages, max_tokens=budget))
 
     # --- grading + corrective loop ----------------------------------------------------------
 
@@ -121,8 +124,9 @@ class SelfCheck:
             again = self.search(rewrite, top_k)
             self.note("rewrite", f"retrieving again for {rewrite!r}")
             hits = _merge(kept, again.hits)
-            result = again.model_copy(update={"confidence": _max(result.confidence,
-                                                                 again.confidence)})
+            result = again.model_copy(update={
+                "confidence": _max(result.confidence, again.confidence),
+                "stages": [*result.stages, *again.stages]})  # every retrieval's stages
         return self._after_correction(question, result, kept, top_k)
 
     def _grade_round(self, question: str, query: str, hits: list[Hit]

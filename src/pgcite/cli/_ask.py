@@ -13,6 +13,7 @@ from pgcite.cli._common import (
     CutoffOpt,
     JsonOption,
     ModeOpt,
+    cli_filters,
     console,
     emit_json,
     user_errors,
@@ -135,7 +136,6 @@ def ask_command(
     from pgcite.answer._llm import make_generator
     from pgcite.cli._common import settings
     from pgcite.llm import make_chat_model
-    from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
 
     with user_errors():
         config = generator_config(generator, llm_base_url, llm_model, llm_api_key, llm_timeout,
@@ -143,13 +143,7 @@ def ask_command(
         gen = make_generator(config)
         with Client(settings()) as client:
             col = client.collection(collection)
-            columns, preds = parse_filter_args(filter_ or [])
-            if preds:
-                preds = coerce_predicates(preds, col.active_snapshot().metadata_fields or {})
-            filters = Filters(
-                corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
-                authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
-            )
+            filters = cli_filters(col, corpus, cutoff, filter_)
             # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
             judge_config = config.llm()
             judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)

@@ -78,3 +78,18 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         raise fail("interrupted; nothing half-written is visible (re-run to resume)",
                    code=130) from None
+
+
+def cli_filters(col: Any, corpus: list[str] | None, cutoff: dt.datetime | None,
+                filter_args: list[str] | None) -> Any:
+    """The Filters of `search`/`ask` flags: --corpus, --cutoff and --filter (typed by the
+    snapshot's metadata fields)."""
+    from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
+
+    columns, preds = parse_filter_args(filter_args or [])
+    if preds:
+        preds = coerce_predicates(preds, col.active_snapshot().metadata_fields or {})
+    return Filters(
+        corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
+        authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
+    )

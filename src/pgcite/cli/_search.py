@@ -13,6 +13,7 @@ from pgcite.cli._common import (
     CutoffOpt,
     JsonOption,
     ModeOpt,
+    cli_filters,
     console,
     emit_json,
     user_errors,
@@ -99,17 +100,10 @@ def search_command(
     """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
     from pgcite._client import Client
     from pgcite.cli._common import settings
-    from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
 
     with user_errors(), Client(settings()) as client:
         col = client.collection(collection)
-        columns, preds = parse_filter_args(filter_ or [])
-        if preds:
-            preds = coerce_predicates(preds, col.active_snapshot().metadata_fields or {})
-        filters = Filters(
-            corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
-            authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
-        )
+        filters = cli_filters(col, corpus, cutoff, filter_)
         stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm)
         result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,

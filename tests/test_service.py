@@ -195,7 +195,12 @@ def test_stages_and_self_checks_over_http(api: TestClient, reader: dict[str, str
         "question": "Where did the fire begin?", "self_check": {"grade": True}})
     assert resp.status_code == 200, resp.text
     assert {"step": "grade", "detail": "skipped: no LLM configured"} in resp.json()["trace"]
+    routed = api.post("/v1/collections/diary_fixture/search", headers=reader,
+                      json={"query": "Parmazan"}).json()
+    assert routed["stages"][0]["stage"] == "route"  # on by default; the route and why
+    assert routed["stages"][0]["detail"].startswith("keyword (heuristic)")
     metrics = api.get("/metrics").text
+    assert 'pgcite_routes_total{route="keyword"}' in metrics
     assert 'pgcite_stage_outcomes_total{outcome="skipped",stage="rerank"}' in metrics
     assert 'pgcite_stage_outcomes_total{outcome="skipped",stage="grade"}' in metrics
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from pgcite.answer._types import Answer
+from pgcite.retrieve._hits import StageEvent
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -29,6 +30,9 @@ class Metrics:
             "pgcite_stage_outcomes_total", "Optional stages by outcome (applied, skipped, "
             "fallback): a rising fallback count means a model is failing or late",
             ["stage", "outcome"], registry=self.registry)
+        self.routes = Counter(
+            "pgcite_routes_total", "Routes the router chose (keyword, direct, decompose, hyde)",
+            ["route"], registry=self.registry)
         self.answers = Counter(
             "pgcite_answers_total", "Answers by generator and outcome",
             ["generator", "abstained"], registry=self.registry)
@@ -45,6 +49,11 @@ class Metrics:
     def observe_outcomes(self, outcomes: Iterable[tuple[str, str]]) -> None:
         for stage, outcome in outcomes:
             self.outcomes.labels(stage, outcome).inc()
+
+    def observe_routes(self, events: Iterable[StageEvent]) -> None:
+        for event in events:
+            if event.stage == "route" and event.outcome != "skipped":
+                self.routes.labels(event.detail.split(" ", 1)[0]).inc()  # "keyword (heuristic)…"
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

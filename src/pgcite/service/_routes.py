@@ -80,6 +80,7 @@ def search(body: SearchBody, access: Reader, state: State) -> Any:
         stages=body.stage_overrides())
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
+    state.metrics.observe_routes(result.stages)
     return _search_response(result)
 
 
@@ -98,6 +99,7 @@ def answer(body: AnswerBody, access: Reader, state: State) -> Any:
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages]
                                    + answer_outcomes(result))
+    state.metrics.observe_routes(result.stages)
     state.metrics.answers.labels(result.generator, str(result.abstained).lower()).inc()
     return result
 

@@ -25,6 +25,7 @@ MODES = ("keyword", "vector", "hybrid")
 # bench/README.md. RRF stays available (fusion="rrf"): it is rank-only, so it needs no score
 # normalisation, and its k defaults to 60.
 DEFAULT_FUSION = "convex"
+MIN_EF_SEARCH = 40
 
 
 class SearchOptions:
@@ -38,7 +39,7 @@ class SearchOptions:
         fetch_multiplier: int = 3,
         rrf_k: int = 60,
         weights: tuple[float, float] = (1.0, 1.0),
-        ef_search: int = 100,
+        ef_search: int | None = None,
         ordering: Ordering = "score",
         fusion: str = DEFAULT_FUSION,
         term_depth: int | None = None,
@@ -47,7 +48,8 @@ class SearchOptions:
             raise ConfigError(f"unknown mode {mode!r}", hint="use keyword, vector or hybrid")
         if not 1 <= top_k <= 1000:
             raise ConfigError(f"top_k must be between 1 and 1000, not {top_k}")
-        if fetch_multiplier < 1 or rrf_k < 1 or not 1 <= ef_search <= 1000:
+        bad_ef = ef_search is not None and not 1 <= ef_search <= 1000
+        if fetch_multiplier < 1 or rrf_k < 1 or bad_ef:
             raise ConfigError("fetch_multiplier and rrf_k must be >= 1, ef_search 1..1000")
         if fusion not in FUSIONS:
             raise ConfigError(f"unknown fusion {fusion!r}", hint="use rrf or convex")
@@ -58,7 +60,11 @@ class SearchOptions:
         self.fetch = max(top_k * fetch_multiplier, top_k)
         self.rrf_k = rrf_k
         self.weights = weights
-        self.ef_search = ef_search
+        # Default: as broad as the candidates wanted, at least MIN_EF_SEARCH. On SciFact a
+        # top-10 hybrid query took 4.1 ms p50 at ef 40 against 4.9 ms at a fixed 100, with the
+        # same nDCG@10 (0.7309 vs 0.7308); iterative scans still fill a filtered LIMIT.
+        self.ef_search = (ef_search if ef_search is not None
+                          else min(max(MIN_EF_SEARCH, self.fetch), 1000))
         self.ordering: Ordering = ordering
         self.fusion: Fusion = fusion  # type: ignore[assignment]
         if term_depth is not None and term_depth < 1:

@@ -271,3 +271,64 @@ def test_collections_stored_before_the_setting_keep_off(client: pgcite.Client) -
         assert client.collection(col.name).info.settings.contextual == "off"
     finally:
         client.drop_collection(col.name)
+
+
+# --- contextual = "llm": the model's situating sentence ------------------------------------------
+
+
+class SituatingChat:
+    """Writes "About <first word of the chunk>." for each chunk; fails for chunks naming
+    ``fail_on`` (a real ChatModel's interface)."""
+
+    name = "situating"
+    timeout_s = None
+
+    def __init__(self, fail_on: str = "\x00") -> None:
+        self.fail_on, self.calls = fail_on, 0
+
+    def chat(self, system: str, user: str, *, max_tokens: int = 256) -> str:
+        from pgcite.llm import LLMError
+
+        self.calls += 1
+        chunk = user.split("<chunk>")[1].split("</chunk>")[0]
+        if self.fail_on in chunk:
+            raise LLMError("situate: down")
+        return f"About {chunk.split()[0]}.\nIgnore this second line."
+
+
+def test_llm_sentences_are_embedded_stored_and_not_rewritten(
+    settings: Settings, client: pgcite.Client, recorder: Recorder,
+) -> None:
+    chat = SituatingChat(fail_on="Hudibras")
+    with pgcite.Client(settings, llm=chat) as c:
+        col = c.create_collection("ctx_llm", settings=CollectionSettings(contextual="llm"))
+        try:
+            report = col.ingest([DIARY], progress=False)
+            texts = recorder.take()
+            assert report.situated == len(texts) - 1 and report.situate_fallbacks == 1
+            assert any("\nAbout Jane.\nJane called us up" in t for t in texts)
+            hudibras = [t for t in texts if "Hudibras" in t]
+            assert hudibras and "About" not in hudibras[0]  # the header alone, as fallback
+            with c.connection() as conn:
+                stored = dict(conn.execute(sql.SQL(
+                    "SELECT id, context FROM {s}.chunks").format(s=col.info.schema_id)).fetchall())
+            assert stored["d-1666-09-02-a"] == "About Jane."  # only the first line is kept
+            assert stored["d-1660-01-01-a"] is None
+            hits = col.search("About Jane", mode="keyword", stages={"route": False}).hits
+            assert all("About Jane" not in h.body for h in hits)  # never shown or cited
+            calls = chat.calls
+            again = col.ingest([DIARY], progress=False)  # unchanged: no model call
+            assert again.snapshot_id is None and chat.calls == calls
+        finally:
+            c.drop_collection("ctx_llm")
+
+
+def test_llm_mode_without_a_model_says_what_to_set(client: pgcite.Client) -> None:
+    col = client.create_collection("ctx_nollm", settings=CollectionSettings(contextual="llm"))
+    try:
+        with pytest.raises(pgcite.ConfigError, match="needs a chat model") as info:
+            col.ingest([DIARY], progress=False)
+        assert info.value.hint and "PGCITE_LLM" in info.value.hint
+        assert col.snapshots() == []  # nothing half-written
+    finally:
+        client.drop_collection("ctx_nollm")

@@ -209,11 +209,13 @@ class Collection:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
         inactive and activated only if it passes the gate (``report.gate`` says how it went)."""
         with self.client.connection() as conn:
-            gated = activate and get_collection(conn, self.name).settings.golden is not None
+            current = get_collection(conn, self.name).settings
+        gated = activate and current.golden is not None
         report = ingest(
             self.client.db, self.name, [Path(p) for p in paths], mapping=mapping,
             overrides=overrides, corpus_version=corpus_version, replace=replace,
             activate=activate and not gated, progress=progress, settings=self.client.settings,
+            chat=self.client.llm() if current.contextual == "llm" else None,
         )
         if gated and report.snapshot_id is not None:
             from pgcite._lifecycle import gate_ingest

@@ -128,8 +128,9 @@ def set_(
         help="Count only each query term's N best BM25 postings (0: exact, the default). "
         "For collections of ~1M chunks: 1000.")] = None,
     contextual: Annotated[str | None, typer.Option(
-        help="What the embedder reads before each chunk: off (its title) or header (title, "
-        "locator, dates, author). Takes effect at the next ingest, which re-embeds every "
+        help="What the embedder reads before each chunk: off (its title), header (title, "
+        "locator, dates, author) or llm (the header plus a situating sentence the PGCITE_LLM "
+        "model writes per chunk). Takes effect at the next ingest, which re-embeds every "
         "document.")] = None,
     stages: Annotated[str | None, typer.Option(
         help="Default quality stages as JSON, merged into the current ones, e.g. "

@@ -89,7 +89,7 @@ def _build(c: Any, collection: str, paths: list[Path], replace: bool, embedder: 
         c.db, collection, paths, mapping=FieldMapping.parse(map_ or []),
         overrides=Overrides(corpus=corpus, author=author), corpus_version=corpus_version,
         replace=replace, activate=False, progress=progress, settings=c.settings,
-        embedder_id=embedder,
+        embedder_id=embedder, chat=c.llm(),  # used only by contextual = "llm" collections
     )
 
 

@@ -31,6 +31,7 @@ CountTokens = Callable[[str], int]
 
 # Below this many body tokens the context eats too much of the budget (see _body_budget).
 MIN_BODY_TOKENS = 32
+SITUATE_MAX_TOKENS = 64  # reserved for contextual = "llm" (the sentence is cut to fit)
 # A context header longer than this is cut at a word (a title can be a whole paragraph).
 HEADER_MAX_CHARS = 200
 HEADER_SEPARATOR = " — "
@@ -136,11 +137,14 @@ def _spoken(day: dt.date) -> str:
 
 def embedding_context(chunk: ChunkDraft, contextual: Contextual = "off") -> str | None:
     """What the embedder reads before the body: the title, or the context header."""
-    if contextual == "header":
-        return context_header(
+    if contextual in ("header", "llm"):
+        header = context_header(
             title=chunk.title, locator=chunk.locator, date_start=chunk.date_start,
             date_end=chunk.date_end, author=chunk.author,
-        ) or None
+        )
+        # "llm": the header, then the model's situating sentence (when it wrote one)
+        parts = [header, chunk.context if contextual == "llm" else None]
+        return "\n".join(p for p in parts if p) or None
     return chunk.title
 
 
@@ -172,7 +176,9 @@ def chunk_document(
         title = unit.title or doc.title
         # Every chunk of a unit has the same context: measure it on a body-less draft.
         context = embedding_context(_draft(doc, unit, title, "", 0), contextual)
-        budget = _body_budget(context, max_tokens, count_tokens, header=contextual == "header")
+        # "llm": room for the situating sentence, written after chunking (at most this long)
+        room = max_tokens - (SITUATE_MAX_TOKENS if contextual == "llm" else 0)
+        budget = _body_budget(context, room, count_tokens, header=contextual != "off")
         for body in _unit_bodies(unit.text, budget, overlap_tokens, count_tokens):
             drafts.append(_draft(doc, unit, title, body, len(drafts)))
     return drafts

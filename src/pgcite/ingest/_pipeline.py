@@ -31,6 +31,7 @@ from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._types import ChunkDraft, Document
+from pgcite.llm import ChatModel
 from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
 from pgcite.store._database import Database
 from pgcite.store._snapshots import (
@@ -62,6 +63,8 @@ class IngestReport(BaseModel):
     embedded: int = 0
     cached: int = 0
     skipped: int = 0
+    situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
+    situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header
     failed: list[Failure] = Field(default_factory=list)
     snapshot_id: int | None = None
     activated: bool = False
@@ -157,6 +160,7 @@ def ingest(
     progress: bool = True,
     settings: Settings | None = None,
     embedder_id: str | None = None,
+    chat: ChatModel | None = None,
 ) -> IngestReport:
     """Ingest ``paths`` into a new snapshot of ``collection``.
 
@@ -164,7 +168,8 @@ def ingest(
     replaces its old version); with ``replace`` it holds only these documents. If nothing would
     change, no snapshot is made. With ``activate`` the snapshot goes live in the same transaction.
     ``embedder_id`` builds with another model than the collection's (needs ``replace``); the
-    collection's recorded model changes only when that snapshot is activated.
+    collection's recorded model changes only when that snapshot is activated. ``chat`` writes
+    the situating sentences of a ``contextual = "llm"`` collection.
     """
     started = time.monotonic()
     settings = settings or Settings()
@@ -197,6 +202,8 @@ def ingest(
             chunked.append((doc, chunks))
         else:
             report.skipped += 1  # nothing but whitespace
+    if contextual == "llm" and chunked:
+        chunked = _situate(chunked, chat, embedder, report, settings, progress)
     texts = [embedding_text(c, contextual) for _, chunks in chunked for c in chunks]
 
     vectors = np.zeros((0, spec.dim), dtype=np.float32)
@@ -234,3 +241,28 @@ def ingest(
             report.activated = True
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _situate(chunked: list[tuple[Document, list[ChunkDraft]]], chat: ChatModel | None,
+             embedder: Embedder | None, report: IngestReport, settings: Settings,
+             progress: bool) -> list[tuple[Document, list[ChunkDraft]]]:
+    """Every fresh chunk with its LLM situating sentence (contextual = "llm")."""
+    from pgcite.ingest._situate import situate_chunks
+
+    if chat is None:
+        raise ConfigError("contextual = llm needs a chat model to write situating sentences",
+                          hint="set PGCITE_LLM (and PGCITE_LLM_BASE_URL / _MODEL), or pgcite "
+                          "collection set NAME --contextual header")
+    assert embedder is not None
+    out: list[tuple[Document, list[ChunkDraft]]] = []
+    with progress_bar(progress) as bar:
+        task = bar.add_task("situating", total=sum(len(c) for _, c in chunked))
+        for doc, chunks in chunked:
+            situated, failed = situate_chunks(chat, doc, chunks,
+                                              count_tokens=embedder.count_tokens,
+                                              timeout_s=settings.llm_timeout_s)
+            report.situated += len(chunks) - failed
+            report.situate_fallbacks += failed
+            out.append((doc, situated))
+            bar.advance(task, len(chunks))
+    return out

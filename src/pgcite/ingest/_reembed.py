@@ -40,7 +40,7 @@ from pgcite.store._snapshots import (
 
 _DRAFT_FIELDS = (
     "id", "document_id", "ordinal", "body", "title", "locator", "date_start", "date_end",
-    "author", "corpus", "source", "citation", "metadata",
+    "author", "corpus", "source", "citation", "metadata", "context",
 )
 
 

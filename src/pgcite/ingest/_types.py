@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # What the embedder reads before a chunk's body: its title (``off``), or a one-line header of its
 # document context -- title, locator, dates, author (``header``). The stored body never changes.
-Contextual = Literal["off", "header"]
+Contextual = Literal["off", "header", "llm"]
 
 
 class Unit(BaseModel):
@@ -61,3 +61,4 @@ class ChunkDraft(BaseModel):
     source: str
     citation: str  # caption-ready string
     metadata: dict[str, Any]
+    context: str | None = None  # the LLM's situating sentence (contextual = "llm")

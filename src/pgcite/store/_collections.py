@@ -43,7 +43,7 @@ class CollectionSettings(BaseModel):
         default="convex", description="default fusion of the hybrid mode")
     weights: tuple[float, float] = Field(
         default=(1.0, 1.0), description="default (keyword, vector) leg weights in the fusion")
-    contextual: Literal["off", "header"] = Field(
+    contextual: Literal["off", "header", "llm"] = Field(
         default="header", description="what the embedder reads before each chunk: its title (off), "
         "or a one-line header of title, locator, dates and author (header); the stored body, "
         "citations and keyword index are the same either way. Changing it re-embeds every "

@@ -34,7 +34,7 @@ BM25_B = 0.75
 _CHUNK_COLUMNS = (
     "version_pk", "id", "document_id", "ordinal", "corpus", "date_start", "date_end", "author",
     "source", "locator", "citation", "title", "body", "metadata", "embedding", "embed_model",
-    "corpus_version", "content_hash",
+    "corpus_version", "content_hash", "context",
 )
 
 
@@ -158,6 +158,7 @@ def insert_version(
                 chunk.date_start, chunk.date_end, chunk.author, chunk.source, chunk.locator,
                 chunk.citation, chunk.title, chunk.body, Jsonb(chunk.metadata),
                 _vector_text(vector), spec.model_key, corpus_version, content_hash,
+                chunk.context,
             ))
     return int(version_pk)
 

@@ -355,3 +355,12 @@ def test_total_time_includes_the_stages(with_models: Any) -> None:
                                    delay_s=0.3))
     result = col.search("What happened to the houses of the unlucky?", stages={"route": False, "hyde": True})
     assert result.timings_ms["total"] >= 300 > result.timings_ms["database"]
+
+
+def test_the_llm_reranker_shares_the_clients_chat_model(settings: Settings) -> None:
+    configured = settings.model_copy(update={
+        "llm": "openai", "llm_base_url": "http://127.0.0.1:9/v1", "llm_model": "m",
+        "reranker": "llm"})
+    with pgcite.Client(configured) as c:
+        reranker = c.reranker()
+        assert reranker is not None and reranker.chat is c.llm()  # type: ignore[attr-defined]

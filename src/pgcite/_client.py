@@ -63,7 +63,7 @@ class Client:
         # / PGCITE_RERANKER* settings (None when not configured: those stages are skipped).
         self._llm, self._llm_ready = llm, llm is not None
         self._reranker, self._reranker_ready = reranker, reranker is not None
-        self._models_lock = threading.Lock()
+        self._models_lock = threading.RLock()  # reranker() may build the LLM through llm()
 
     def llm(self) -> ChatModel | None:
         """The chat model for HyDE, decomposition, routing, grading (None if not configured)."""
@@ -76,8 +76,9 @@ class Client:
         """The reranker (None if not configured)."""
         with self._models_lock:
             if not self._reranker_ready:
-                llm = self._llm if self._llm_ready else chat_model_from(self.settings)
-                self._reranker, self._reranker_ready = reranker_from(self.settings, llm), True
+                # the LLM reranker shares the client's one chat model (a local model loads once)
+                self._reranker = reranker_from(self.settings, self.llm())
+                self._reranker_ready = True
             return self._reranker
 
     @contextmanager

@@ -21,7 +21,7 @@ from pgcite._errors import ConfigError
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
-from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions
+from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
 from pgcite.answer._types import (
     Answer,
     Attempt,
@@ -187,8 +187,7 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
             return run.abstain("the model judged the passages insufficient to answer")
         if verdict == "unsure" and search is not None:  # retrieve wider, once
             wider = search(run.question, options.top_k * 2)
-            seen = {h.id for h in result.hits}
-            hits = [*result.hits, *(h for h in wider.hits if h.id not in seen)]
+            hits = merge_hits(result.hits, wider.hits)
             passages, dropped = fit_context(hits, options.token_budget)
             run.note("sufficiency", f"unsure: retrieved wider once, {len(hits)} passages")
             run.result = result = result.model_copy(update={

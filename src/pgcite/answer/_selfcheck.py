@@ -123,7 +123,7 @@ class SelfCheck:
             query = rewrite
             again = self.search(rewrite, top_k)
             self.note("rewrite", f"retrieving again for {rewrite!r}")
-            hits = _merge(kept, again.hits)
+            hits = merge_hits(kept, again.hits)
             result = again.model_copy(update={
                 "confidence": _max(result.confidence, again.confidence),
                 "stages": [*result.stages, *again.stages]})  # every retrieval's stages
@@ -162,7 +162,7 @@ class SelfCheck:
                           top_k: int) -> tuple[SearchResult, str | None]:
         outside = self._external(question, top_k) if self.options.corrective else []
         if outside:
-            return result.model_copy(update={"hits": _merge(kept, outside)}), None
+            return result.model_copy(update={"hits": merge_hits(kept, outside)}), None
         if kept:
             self.note("corrective", f"answering from the {len(kept)} passage(s) graded "
                       "relevant after the rewrites")
@@ -213,7 +213,8 @@ def within_filters(hit: Hit, filters: Filters) -> bool:
     return not filters.metadata
 
 
-def _merge(first: Sequence[Hit], second: Sequence[Hit]) -> list[Hit]:
+def merge_hits(first: Sequence[Hit], second: Sequence[Hit]) -> list[Hit]:
+    """``first``, then the hits of ``second`` it does not hold already (by passage id)."""
     seen = {h.id for h in first}
     return [*first, *(h for h in second if h.id not in seen)]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,8 +95,7 @@ def parse_boost(spec: str) -> FieldBoost:
     try:
         left, multiplier = spec.rsplit(":", 1)
         field, value = left.split("=", 1)
-        parsed: Any = value
-        return FieldBoost(field=field.strip(), equals=parsed, multiplier=float(multiplier))
+        return FieldBoost(field=field.strip(), equals=value, multiplier=float(multiplier))
     except ValueError as exc:
         raise ConfigError(f"bad boost {spec!r}: {exc}",
                           hint="write FIELD=VALUE:MULTIPLIER, e.g. corpus=A:1.5") from None

@@ -279,3 +279,26 @@ def test_ef_search_follows_the_candidates_wanted() -> None:
     assert SearchOptions(top_k=5, ef_search=7).ef_search == 7
     with pytest.raises(pgcite.ConfigError, match="ef_search"):
         SearchOptions(ef_search=0)
+
+
+def test_row_counts_are_literals_so_cached_plans_keep_the_limit(diary: pgcite.Collection) -> None:
+    # A LIMIT parameter makes PostgreSQL's generic plan assume 10% of the rows and give up the
+    # HNSW index, so every query was planned afresh; literals let a prepared plan be reused.
+    from pgcite.retrieve._search import SearchOptions, prepare_search
+
+    statement, params = prepare_search(
+        diary.info, diary.active_snapshot(), "fire", filters=Filters(),
+        options=SearchOptions(top_k=7, term_depth=50), query_vector=np.ones(384, dtype=np.float32))
+    with diary.client.connection() as conn:
+        text = statement.as_string(conn)
+    assert "LIMIT 21" in text and "LIMIT 7" in text and "[1:50]" in text
+    assert not {"fetch", "limit", "term_depth"} & set(params)
+
+
+@pytest.mark.parametrize("bad", [{"top_k": 2.5}, {"fetch_multiplier": True},
+                                 {"term_depth": "50"}, {"ef_search": 40.0}])
+def test_row_counts_must_be_whole_numbers(bad: dict[str, object]) -> None:
+    from pgcite.retrieve._search import SearchOptions
+
+    with pytest.raises(pgcite.ConfigError, match="whole number"):
+        SearchOptions(**bad)  # type: ignore[arg-type]

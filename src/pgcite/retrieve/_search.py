@@ -46,6 +46,11 @@ class SearchOptions:
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"unknown mode {mode!r}", hint="use keyword, vector or hybrid")
+        counts = {"top_k": top_k, "fetch_multiplier": fetch_multiplier, "ef_search": ef_search,
+                  "term_depth": term_depth}
+        for name, value in counts.items():  # row counts go into the statement as literals
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{name} must be a whole number, not {value!r}")
         if not 1 <= top_k <= 1000:
             raise ConfigError(f"top_k must be between 1 and 1000, not {top_k}")
         bad_ef = ef_search is not None and not 1 <= ef_search <= 1000
@@ -55,9 +60,9 @@ class SearchOptions:
             raise ConfigError(f"unknown fusion {fusion!r}", hint="use rrf or convex")
         if ordering not in ("score", "corpus"):
             raise ConfigError(f"unknown ordering {ordering!r}", hint="use score or corpus")
-        self.top_k = top_k
+        self.top_k = int(top_k)  # an int subclass (numpy's) becomes a plain int
         self.mode: Mode = mode  # type: ignore[assignment]
-        self.fetch = max(top_k * fetch_multiplier, top_k)
+        self.fetch = int(max(top_k * fetch_multiplier, top_k))
         self.rrf_k = rrf_k
         self.weights = weights
         # Default: as broad as the candidates wanted, at least MIN_EF_SEARCH. On SciFact a
@@ -71,7 +76,7 @@ class SearchOptions:
             raise ConfigError("term_depth must be >= 1 (or None for exact BM25)")
         # None: exact BM25. N: only each term's N highest-weighted postings count — faster on
         # big collections, approximate (SciFact: p50 3.7 vs 4.7 ms at N=500, nDCG@10 -0.007).
-        self.term_depth = term_depth
+        self.term_depth = None if term_depth is None else int(term_depth)
 
 
 def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
@@ -112,12 +117,10 @@ def prepare_search(
     compiled = compile_filters(filters, snapshot.metadata_fields or {})
     parsed = parse_query(query)
     params: dict[str, Any] = {
-        **compiled.params, "snapshot_id": snapshot.snapshot_id, "fetch": options.fetch,
+        **compiled.params, "snapshot_id": snapshot.snapshot_id,
         "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
-        "rrf_k": float(options.rrf_k), "term_depth": options.term_depth,
+        "rrf_k": float(options.rrf_k),
         "w_keyword": float(options.weights[0]), "w_vector": float(options.weights[1]),
-        # explain and tier ordering need the candidates below top_k; plain searches do not
-        "limit": options.top_k if options.ordering == "score" and not explain else None,
     }
     if options.mode != "keyword":
         if query_vector is None:
@@ -127,8 +130,10 @@ def prepare_search(
         schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
-        filtered=bool(compiled.clauses), fusion=options.fusion,
-        bounded=options.term_depth is not None,
+        filtered=bool(compiled.clauses), fusion=options.fusion, fetch=options.fetch,
+        # explain and tier ordering need the candidates below top_k; plain searches do not
+        limit=options.top_k if options.ordering == "score" and not explain else None,
+        term_depth=options.term_depth,
     )
     return statement, params
 

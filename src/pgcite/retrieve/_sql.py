@@ -4,6 +4,13 @@ Both legs apply the same compiled filters inside their own WHERE clause, so noth
 filters can come back from either, and each leg fetches ``fetch`` candidates. The fused list keeps
 every candidate of either leg (FULL OUTER JOIN); Python cuts it to top_k and keeps the rest for
 ``explain``.
+
+The row counts (``fetch``, the final limit, ``term_depth``) are literals, not parameters: they are
+integers this module is given, never user text, and with them in the statement PostgreSQL can
+reuse a cached plan of the prepared statement (psycopg prepares it after five uses). With a
+parameter instead, a generic plan assumes 10% of the rows, drops the HNSW index, and PostgreSQL
+plans every query afresh; on SciFact the literals took a top-10 hybrid query from 5.1 to 3.9 ms
+(same rows, measured interleaved).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ Fusion = Literal["rrf", "convex"]
 
 # BM25 over precomputed postings: sum the weights of the query's terms per chunk. The query is
 # analysed by the same to_tsvector configuration as the documents. Postings are impact-ordered
-# (highest weight first), so %(term_depth)s can bound the work per term on large collections.
+# (highest weight first), so {term_depth} can bound the work per term on large collections.
 _KEYWORD = """
 kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
@@ -34,7 +41,7 @@ kw_terms AS (
     SELECT k.chunk_pk, k.score::float8 AS score
     FROM kw_scored k {join}
     ORDER BY k.score DESC, k.chunk_pk
-    LIMIT %(fetch)s
+    LIMIT {fetch}
 ), kw AS (
     -- ranked after the LIMIT, so the sort above can be a top-N heapsort
     SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
@@ -45,7 +52,7 @@ kw_terms AS (
 # first, which made the keyword leg ~25% slower on SciFact (measured), so the slice is only
 # there when term_depth bounds it.
 _ALL_POSTINGS = "unnest(po.chunk_pks, po.weights)"
-_TOP_POSTINGS = "unnest(po.chunk_pks[1:%(term_depth)s], po.weights[1:%(term_depth)s])"
+_TOP_POSTINGS = "unnest(po.chunk_pks[1:{term_depth}], po.weights[1:{term_depth}])"
 # Filters need the chunk row; without them, the postings alone rank (half the work).
 _KEYWORD_JOIN = "JOIN {s}.chunks c USING (chunk_pk) WHERE {filters} {constraint}"
 
@@ -60,7 +67,7 @@ vec_near AS (
                            WHERE snapshot_id = %(snapshot_id)s)
       AND {filters} {constraint}
     ORDER BY {expr} <=> %(query_vector)s::{vtype}({dim})
-    LIMIT %(fetch)s
+    LIMIT {fetch}
 ), vec AS (
     SELECT chunk_pk, distance, row_number() OVER (ORDER BY distance, chunk_pk) AS rank,
            {norm_similarity} AS norm
@@ -95,7 +102,7 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
 JOIN {s}.chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
 ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
-LIMIT %(limit)s
+LIMIT {limit}
 """
 FUSIONS = {"rrf": _RRF, "convex": _CONVEX}
 
@@ -112,13 +119,18 @@ def build_search_sql(
     constraint: bool,
     filtered: bool = True,
     fusion: Fusion = "rrf",
-    bounded: bool = False,
+    fetch: int,
+    limit: int | None,
+    term_depth: int | None = None,
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
 
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
-    joining the chunk rows. ``bounded`` counts only each term's ``%(term_depth)s`` best postings.
+    joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
+    ``term_depth`` counts only each term's N best postings (None: exact BM25).
     """
+    counts = {name: sql.Literal(_count(name, value))
+              for name, value in (("fetch", fetch), ("limit", limit), ("term_depth", term_depth))}
     constraint_sql = sql.SQL(
         "AND c.tsv @@ websearch_to_tsquery({cfg}::regconfig, %(constraint)s)" if constraint else ""
     ).format(cfg=sql.Literal(ts_config))
@@ -131,7 +143,9 @@ def build_search_sql(
                                                  constraint=constraint_sql)
         ctes.append(sql.SQL(_KEYWORD).format(
             s=schema, cfg=sql.Literal(ts_config), join=join,
-            postings=sql.SQL(_TOP_POSTINGS if bounded else _ALL_POSTINGS),
+            fetch=counts["fetch"],
+            postings=(sql.SQL(_ALL_POSTINGS) if term_depth is None
+                      else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
             norm_score=sql.SQL(_NORM.format(x="score"))))
     else:
         ctes.append(sql.SQL(_EMPTY_KW))
@@ -139,9 +153,18 @@ def build_search_sql(
         ctes.append(sql.SQL(_VECTOR).format(
             s=schema, expr=vector_expression(dim, halfvec), vtype=sql.SQL(vtype),
             dim=sql.Literal(dim), model=sql.Literal(model_key), filters=filters,
-            constraint=constraint_sql, norm_similarity=sql.SQL(_NORM.format(x="(1 - distance)"))))
+            constraint=constraint_sql, fetch=counts["fetch"],
+            norm_similarity=sql.SQL(_NORM.format(x="(1 - distance)"))))
     else:
         ctes.append(sql.SQL(_EMPTY_VEC))
     return sql.SQL("WITH {ctes} {fuse}").format(
         ctes=sql.SQL(",").join(ctes),
-        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(FUSIONS[fusion])))
+        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(FUSIONS[fusion]),
+                                   limit=counts["limit"]))
+
+
+def _count(name: str, value: int | None) -> int | None:
+    """A row count for the statement: an int (bool is not one) or None, nothing else."""
+    if value is not None and (type(value) is not int or value < 1):
+        raise ValueError(f"{name} must be a positive int or None, not {value!r}")
+    return value

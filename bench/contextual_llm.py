@@ -1,11 +1,14 @@
 """Contextual chunks with an LLM-written situating sentence (``contextual = "llm"``) against the
-structural header and no context, on XQuAD English (240 paragraphs, 1,190 questions).
+structural header and no context, side by side: XQuAD English (240 paragraphs, 1,190 questions),
+the Pepys golden set and SciFact train.
 
-SciFact and the Pepys diary (~18k chunks) would need one model call per chunk — hours with the
-packaged SmolLM2 on 2 cores — so this measures the small set; point PGCITE_LLM* at a capable
-server and pass --dataset to measure the big ones.
+The packaged SmolLM2 (llama.cpp) writes the sentences during the ingest: ~2 s a chunk on 2 cores,
+fine for XQuAD's 309 chunks, hours for Pepys (11k) and SciFact (13k). For those, ``--replay``
+answers each prompt with a reply the same model generated in one GPU batch
+(bench/_situate_replay.py, bench/situate_generate.py); the ingest is otherwise the product's own.
 
-    PGCITE_DATA_DIR=… python bench/contextual_llm.py      # writes bench/results/contextual-llm/
+    python bench/contextual_llm.py                                   # XQuAD en, live SmolLM2
+    python bench/contextual_llm.py --dataset pepys --replay bench/results/contextual-llm/replies.json.gz
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from _common import DATA, client, write
+from _situate_replay import ReplayChat
 
 import pgcite
-from pgcite.evaluate import Searcher, evaluate, load_golden
+from pgcite.evaluate import GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
-from pgcite.llm import LLMConfig, make_chat_model
+from pgcite.llm import ChatModel, LLMConfig, make_chat_model
 from pgcite.store._collections import CollectionSettings
 
 DEPTH = 100
@@ -30,15 +35,38 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
-def build(c: pgcite.Client, name: str, contextual: str, corpus: Any) -> tuple[
-        pgcite.Collection, dict[str, Any]]:
+PEPYS = DATA / "pepys-diary"
+# dataset -> (corpus, overrides, the off / header collections other benchmarks already built)
+DATASETS: dict[str, tuple[Any, pgcite.Overrides | None, dict[str, str]]] = {
+    "xquad/en": (DATA / "xquad" / "en" / "corpus.jsonl", None, {}),
+    "pepys": (PEPYS / "entries.jsonl", pgcite.Overrides(author="Samuel Pepys", corpus="A"),
+              {"off": "pepys", "header": "pepys_ctx"}),
+    "scifact": (DATA / "scifact" / "corpus.jsonl", None,
+                {"off": "scifact", "header": "scifact_ctx"}),
+}
+
+
+def golden_set(dataset: str) -> GoldenSet:
+    if dataset == "pepys":
+        return load_golden(PEPYS / "golden.jsonl")
+    if dataset == "scifact":
+        return load_golden(DATA / "scifact", split="train")
+    return load_golden(DATA / dataset, split="test", name=dataset)
+
+
+def build(c: pgcite.Client, name: str, contextual: str, corpus: Any,
+          overrides: pgcite.Overrides | None) -> tuple[pgcite.Collection, dict[str, Any]]:
     try:
         col = c.collection(name)
     except pgcite.CollectionNotFound:
         col = c.create_collection(name, embedder="all-MiniLM-L6-v2",
                                   settings=CollectionSettings(contextual=contextual))  # type: ignore[arg-type]
+    if col.info.settings.contextual != contextual:
+        raise SystemExit(f"{name} exists with contextual={col.info.settings.contextual!r}")
     started = time.monotonic()
-    report = col.ingest([corpus], progress=sys.stderr.isatty())
+    report = col.ingest([corpus], overrides=overrides, progress=sys.stderr.isatty())
+    if report.failed:
+        raise SystemExit(f"ingest of {name} failed: {report.failed}")
     cost = {"seconds": round(time.monotonic() - started, 1), "situated": report.situated,
             "situate_fallbacks": report.situate_fallbacks, "embedded": report.embedded}
     print(f"{name}: {cost}", file=sys.stderr)
@@ -47,18 +75,30 @@ def build(c: pgcite.Client, name: str, contextual: str, corpus: Any) -> tuple[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="xquad/en", help="folder under the data dir with "
-                        "corpus.jsonl and test queries (default xquad/en)")
+    parser.add_argument("--dataset", default="xquad/en", choices=sorted(DATASETS))
+    parser.add_argument("--replay", type=Path, default=None,
+                        help="recorded SmolLM2 replies (replies.json.gz) instead of live calls")
+    parser.add_argument("--llm-collection", default=None,
+                        help="name of the contextual=llm collection (default ctxllm_<dataset>_llm)")
+    parser.add_argument("--out", default=None,
+                        help="results folder under bench/results (default contextual-llm/<dataset>)")
     args = parser.parse_args()
-    corpus = DATA / args.dataset / "corpus.jsonl"
-    golden = load_golden(DATA / args.dataset, split="test", name=args.dataset)
+    corpus, overrides, names = DATASETS[args.dataset]
+    golden = golden_set(args.dataset)
     slug = args.dataset.replace("/", "_")
-    chat = make_chat_model(LLMConfig(kind="llama-cpp", timeout_s=120))
+    chat: ChatModel
+    if args.replay is None:
+        chat, llm = make_chat_model(LLMConfig(kind="llama-cpp", timeout_s=120)), "llama-cpp"
+    else:
+        chat, llm = ReplayChat.load(args.replay), f"replayed from {args.replay.name}"
     with client() as plain, pgcite.Client(plain.settings, llm=chat) as c:
         cols: dict[str, pgcite.Collection] = {}
         costs: dict[str, Any] = {}
         for mode in ("off", "header", "llm"):
-            cols[mode], costs[mode] = build(c, f"ctxllm_{slug}_{mode}", mode, corpus)
+            name = names.get(mode, f"ctxllm_{slug}_{mode}")
+            if mode == "llm" and args.llm_collection:
+                name = args.llm_collection
+            cols[mode], costs[mode] = build(c, name, mode, corpus, overrides)
         vectors, _ = embed_queries(cols["off"], golden)
         configs: dict[str, Searcher] = {
             f"{name} · {mode}": collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)
@@ -67,8 +107,8 @@ def main() -> None:
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
                           metadata=run_metadata(cols["llm"], {
                               "benchmark": "contextual-llm", "dataset": args.dataset,
-                              "llm": "SmolLM2-135M-Instruct (llama-cpp)", "ingest": costs}))
-    write(result, "contextual-llm")
+                              "llm": f"SmolLM2-135M-Instruct ({llm})", "ingest": costs}))
+    write(result, args.out or f"contextual-llm/{slug}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
@@ -165,14 +166,13 @@ def drain(chat: Any) -> float:
     """Wait until no LLM call is left running: a call that timed out keeps computing in the
     background (llama.cpp cannot be interrupted) and would slow the next configuration down.
     Returns the seconds waited."""
-    from pgcite.llm import _bounded
-
     lock = getattr(chat, "_lock", None)
-    queue = getattr(getattr(_bounded, "_POOL", None), "_work_queue", None)
     started = time.perf_counter()
     quiet = 0
     while quiet < 3 and time.perf_counter() - started < 900:
-        busy = (lock is not None and lock.locked()) or (queue is not None and not queue.empty())
+        # call_bounded runs each call on a thread of its own, named so that it can be seen here
+        busy = ((lock is not None and lock.locked())
+                or any(t.name == "pgcite-bounded" for t in threading.enumerate()))
         quiet = 0 if busy else quiet + 1
         time.sleep(0.3)
     return max(0.0, time.perf_counter() - started - 0.9)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -24,9 +26,11 @@ from pgcite.ingest._chunking import (
     embedding_text,
 )
 from pgcite.ingest._types import ChunkDraft, Document, Unit
+from pgcite.llm import OpenAIChat
 from pgcite.store._collections import CollectionSettings
 
 from .conftest import DIARY
+from .llm_server import Reply, chat_completion, serve
 from .test_snapshots import cli
 
 HEADER = CollectionSettings(contextual="header")
@@ -332,3 +336,107 @@ def test_llm_mode_without_a_model_says_what_to_set(client: pgcite.Client) -> Non
         assert col.snapshots() == []  # nothing half-written
     finally:
         client.drop_collection("ctx_nollm")
+
+
+# --- contextual = "llm": the calls run concurrently, bounded by PGCITE_LLM_CONCURRENCY -----------
+
+
+def _chunk_of(user: str) -> str:
+    return user.split("<chunk>")[1].split("</chunk>")[0]
+
+
+def _about(body: str) -> str:
+    """The sentence the test server writes for a chunk: its own opening words."""
+    return f"About {' '.join(body.split()[:6])}."
+
+
+class InFlight:
+    """A chat server's reply function: "About <the chunk's opening words>." for each situating
+    prompt, recording the most requests in flight at once. Each request is held until ``hold``
+    have been in flight together (or ``wait_s`` passes), so that the count shows the client's
+    concurrency, not how quickly this machine happens to start threads."""
+
+    def __init__(self, hold: int, wait_s: float) -> None:
+        self.hold, self.wait_s = hold, wait_s
+        self.now = self.most = 0
+        self._cond = threading.Condition()
+
+    def __call__(self, request: Any) -> Reply:
+        body = _chunk_of(request["messages"][1]["content"])
+        with self._cond:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self.most >= self.hold, timeout=self.wait_s)
+            self.now -= 1
+        return 200, chat_completion(_about(body)), 0.0
+
+
+def _ingest_through_server(settings: Settings, client: pgcite.Client, name: str,
+                           concurrency: int, replies: InFlight) -> pgcite.IngestReport:
+    """Ingest the diary into a new contextual = "llm" collection whose sentences an OpenAI-
+    compatible server writes; check every chunk got its own sentence; drop the collection."""
+    tuned = settings.model_copy(update={"llm_concurrency": concurrency})
+    with serve(replies) as server, pgcite.Client(
+            tuned, llm=OpenAIChat(base_url=server.base_url, model="m")) as c:
+        col = c.create_collection(name, settings=CollectionSettings(contextual="llm"))
+        try:
+            report = col.ingest([DIARY], progress=False)
+            with c.connection() as conn:
+                rows = conn.execute(sql.SQL("SELECT body, context FROM {s}.chunks").format(
+                    s=col.info.schema_id)).fetchall()
+        finally:
+            c.drop_collection(name)
+    assert len(server.requests) == len(rows) == report.chunks_added > concurrency
+    assert (report.situated, report.situate_fallbacks) == (len(rows), 0)
+    assert all(context == _about(body) for body, context in rows)  # each its own, none swapped
+    return report
+
+
+def test_llm_sentences_are_written_concurrently_in_the_chunks_order(
+    settings: Settings, client: pgcite.Client,
+) -> None:
+    # 6: more than the 4 threads call_bounded once shared, which capped every caller at 4
+    replies = InFlight(hold=6, wait_s=5.0)
+    _ingest_through_server(settings, client, "ctx_llm_concurrent", 6, replies)
+    assert 4 < replies.most <= 6
+
+
+def test_llm_concurrency_one_sends_one_call_at_a_time(
+    settings: Settings, client: pgcite.Client,
+) -> None:
+    replies = InFlight(hold=2, wait_s=0.2)  # a second call sent meanwhile would be seen
+    _ingest_through_server(settings, client, "ctx_llm_serial", 1, replies)
+    assert replies.most == 1
+
+
+def test_situating_keeps_order_and_counts_and_advances_on_the_callers_thread() -> None:
+    """Replies come back out of order (the first chunks answer last); the sentences do not."""
+    from pgcite.ingest._situate import situate_documents
+    from pgcite.llm import LLMError
+
+    class Reversed:
+        name, timeout_s = "reversed", None
+
+        def chat(self, system: str, user: str, *, max_tokens: int = 256) -> str:
+            n = int(_chunk_of(user).split()[1].rstrip("."))
+            time.sleep(0.02 * (8 - n))
+            if n == 5:
+                raise LLMError("situate: down")
+            return f"About {n}."
+
+    def doc(name: str, numbers: range) -> tuple[Document, list[ChunkDraft]]:
+        unit = Unit(text=" ".join(f"Chunk {n}." for n in numbers))
+        document = Document(document_id=name, source="s.jsonl", units=[unit])
+        return document, [draft(f"Chunk {n}.", id=f"{name}-{n}", document_id=name)
+                          for n in numbers]
+
+    threads: list[str] = []
+    out = situate_documents(Reversed(), [doc("a", range(0, 3)), doc("b", range(3, 8))],
+                            count_tokens=lambda text: len(text.split()), timeout_s=5,
+                            workers=3, advance=lambda: threads.append(
+                                threading.current_thread().name))
+    assert [[c.context for c in chunks] for chunks, _ in out] == [
+        ["About 0.", "About 1.", "About 2."], ["About 3.", "About 4.", None, "About 6.", "About 7."]]
+    assert [failed for _, failed in out] == [0, 1]
+    assert threads == [threading.current_thread().name] * 8

@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_model_path: Path | None = None
     llm_timeout_s: float = Field(default=30.0, gt=0, le=600)
+    # Situating calls of a contextual = "llm" ingest in flight at once: an OpenAI-compatible
+    # server (vLLM, Ollama, llama.cpp server) batches them; one at a time it idles.
+    llm_concurrency: int = Field(default=4, ge=1, le=64)
     # The reranker: a local CrossEncoder folder, a TEI or Cohere-compatible /rerank, or the LLM.
     reranker: Literal["cross-encoder", "tei", "cohere", "llm"] | None = None
     reranker_path: Path | None = None

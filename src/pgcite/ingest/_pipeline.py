@@ -31,7 +31,7 @@ from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._types import ChunkDraft, Document
-from pgcite.llm import ChatModel
+from pgcite.llm import ChatModel, LlamaCppChat
 from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
 from pgcite.store._database import Database
 from pgcite.store._snapshots import (
@@ -247,22 +247,29 @@ def _situate(chunked: list[tuple[Document, list[ChunkDraft]]], chat: ChatModel |
              embedder: Embedder | None, report: IngestReport, settings: Settings,
              progress: bool) -> list[tuple[Document, list[ChunkDraft]]]:
     """Every fresh chunk with its LLM situating sentence (contextual = "llm")."""
-    from pgcite.ingest._situate import situate_chunks
+    from pgcite.ingest._situate import situate_documents
 
     if chat is None:
         raise ConfigError("contextual = llm needs a chat model to write situating sentences",
                           hint="set PGCITE_LLM (and PGCITE_LLM_BASE_URL / _MODEL), or pgcite "
                           "collection set NAME --contextual header")
     assert embedder is not None
-    out: list[tuple[Document, list[ChunkDraft]]] = []
     with progress_bar(progress) as bar:
         task = bar.add_task("situating", total=sum(len(c) for _, c in chunked))
-        for doc, chunks in chunked:
-            situated, failed = situate_chunks(chat, doc, chunks,
-                                              count_tokens=embedder.count_tokens,
-                                              timeout_s=settings.llm_timeout_s)
-            report.situated += len(chunks) - failed
-            report.situate_fallbacks += failed
-            out.append((doc, situated))
-            bar.advance(task, len(chunks))
+        situated = situate_documents(chat, chunked, count_tokens=embedder.count_tokens,
+                                     timeout_s=settings.llm_timeout_s,
+                                     workers=_situate_workers(chat, settings),
+                                     advance=lambda: bar.advance(task, 1))
+    out: list[tuple[Document, list[ChunkDraft]]] = []
+    for (doc, chunks), (drafts, failed) in zip(chunked, situated, strict=True):
+        report.situated += len(chunks) - failed
+        report.situate_fallbacks += failed
+        out.append((doc, drafts))
     return out
+
+
+def _situate_workers(chat: ChatModel, settings: Settings) -> int:
+    """How many situating calls may be in flight at once (PGCITE_LLM_CONCURRENCY)."""
+    # In-process llama.cpp answers one call at a time (its own lock): calls sent together would
+    # only queue there, each one's timeout running while it waits for the others.
+    return 1 if isinstance(chat, LlamaCppChat) else settings.llm_concurrency

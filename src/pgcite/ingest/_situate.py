@@ -3,12 +3,14 @@ writes one short sentence placing it in its whole document; the sentence is embe
 the structural header and before the body, and stored with the chunk (never shown or cited).
 
 Each call is bounded; a chunk whose call fails, runs late or returns nothing usable is embedded
-with the header alone, and counted. The sentence is cut to the tokens reserved for it.
+with the header alone, and counted. The sentence is cut to the tokens reserved for it. The calls
+run a few at a time (``PGCITE_LLM_CONCURRENCY``): one at a time, a model server sits idle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from pgcite.ingest._chunking import SITUATE_MAX_TOKENS
 from pgcite.ingest._types import ChunkDraft, Document
@@ -30,30 +32,74 @@ def situate_chunks(
     *,
     count_tokens: Callable[[str], int],
     timeout_s: float,
+    workers: int = 1,
 ) -> tuple[list[ChunkDraft], int]:
     """The chunks with their situating sentence, and how many calls fell back to none."""
-    whole = "\n".join(unit.text for unit in doc.units)[:DOCUMENT_CHARS]
-    out: list[ChunkDraft] = []
-    failed = 0
-    for chunk in chunks:
-        sentence = _sentence(chat, whole, chunk.body, count_tokens, timeout_s)
-        failed += sentence is None
-        out.append(chunk.model_copy(update={"context": sentence}))
-    return out, failed
+    return situate_documents(chat, [(doc, chunks)], count_tokens=count_tokens,
+                             timeout_s=timeout_s, workers=workers)[0]
 
 
-def _sentence(chat: ChatModel, whole: str, body: str, count_tokens: Callable[[str], int],
-              timeout_s: float) -> str | None:
-    user = f"{tag('document', whole)}\n\n{tag('chunk', body)}\n\nThe situating sentence:"
+def situate_documents(
+    chat: ChatModel,
+    chunked: Sequence[tuple[Document, Sequence[ChunkDraft]]],
+    *,
+    count_tokens: Callable[[str], int],
+    timeout_s: float,
+    workers: int,
+    advance: Callable[[], None] = lambda: None,
+) -> list[tuple[list[ChunkDraft], int]]:
+    """Per document, in order: its chunks with their situating sentence, and how many calls
+    fell back to none. The calls run on ``workers`` threads, across documents (a corpus of
+    one-chunk documents gains as much as one long document); ``advance`` is called on this
+    thread once per chunk answered."""
+    prompts: list[str] = []
+    for doc, chunks in chunked:
+        whole = _opening(doc)  # once per document: a long one has many chunks
+        prompts += [_prompt(whole, chunk.body) for chunk in chunks]
+    lines = _ask_all(chat, prompts, timeout_s, workers, advance)
+    # Cut here, on this thread: a tokenizer need not be safe to share between threads.
+    sentences = [_fit(line, count_tokens) if line else None for line in lines]
+    out: list[tuple[list[ChunkDraft], int]] = []
+    start = 0
+    for _, chunks in chunked:
+        mine, start = sentences[start: start + len(chunks)], start + len(chunks)
+        out.append(([c.model_copy(update={"context": s})
+                     for c, s in zip(chunks, mine, strict=True)], mine.count(None)))
+    return out
+
+
+def _opening(doc: Document) -> str:
+    return "\n".join(unit.text for unit in doc.units)[:DOCUMENT_CHARS]
+
+
+def _prompt(whole: str, body: str) -> str:
+    return f"{tag('document', whole)}\n\n{tag('chunk', body)}\n\nThe situating sentence:"
+
+
+def _ask_all(chat: ChatModel, prompts: Sequence[str], timeout_s: float, workers: int,
+             advance: Callable[[], None]) -> list[str | None]:
+    """Each prompt's reply (its first line; None if the call failed), in the prompts' order."""
+    replies: list[str | None] = [None] * len(prompts)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pgcite-situate")
+    try:
+        futures = {pool.submit(_first_line, chat, p, timeout_s): i for i, p in enumerate(prompts)}
+        for future in as_completed(futures):
+            replies[futures[future]] = future.result()
+            advance()
+    finally:
+        # On an error or Ctrl-C: start no further call; wait for the running ones, each bounded.
+        pool.shutdown(cancel_futures=True)
+    return replies
+
+
+def _first_line(chat: ChatModel, user: str, timeout_s: float) -> str | None:
     try:
         reply = call_bounded(lambda: chat.chat(SITUATE_SYSTEM, user, max_tokens=SITUATE_MAX_TOKENS),
                              timeout_s, "situate")
     except LLMError:
         return None
     lines = [line.strip() for line in clean_reply(reply).splitlines() if line.strip()]
-    if not lines:
-        return None
-    return _fit(" ".join(lines[0].split()), count_tokens)
+    return " ".join(lines[0].split()) if lines else None
 
 
 def _fit(sentence: str, count_tokens: Callable[[str], int]) -> str | None:

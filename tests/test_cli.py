@@ -107,3 +107,12 @@ def test_search_defaults_per_collection(cli_env: None, client: pgcite.Client) ->
     code, out = run("collection", "set", "cli_weights", "--weights", "abc")
     assert code == 2 and "cannot read weights" in out
     assert run("collection", "drop", "cli_weights", "--yes")[0] == 0
+
+
+@pytest.mark.parametrize(("var", "value"), [("PGCITE_LLM_CONCURRENCY", "0"),
+                                            ("PGCITE_LLM_TIMEOUT_S", "soon")])
+def test_bad_setting_in_the_environment_is_one_line(
+        cli_env: None, monkeypatch: pytest.MonkeyPatch, var: str, value: str) -> None:
+    monkeypatch.setenv(var, value)
+    code, out = run("collection", "list")
+    assert code == 2 and f"{var}='{value}'" in out and "Traceback" not in out, out

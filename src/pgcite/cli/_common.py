@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from pgcite._errors import PgciteError
@@ -44,7 +44,19 @@ def settings() -> Settings:
         overrides["data_dir"] = _state["data_dir"]
     if _state.get("database_url") is not None:
         overrides["database_url"] = _state["database_url"]
-    return Settings(**overrides)
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        # A bad PGCITE_* variable is the user's input: name it, no traceback.
+        raise fail("; ".join(_setting_problem(e, overrides) for e in exc.errors()),
+                   hint="fix or unset it (docs/configuration.md lists every setting)",
+                   code=2) from None
+
+
+def _setting_problem(error: Any, overrides: dict[str, Any]) -> str:
+    field = str(error["loc"][0]) if error.get("loc") else "?"
+    where = f"--{field.replace('_', '-')}" if field in overrides else f"PGCITE_{field.upper()}"
+    return f"{where}={error.get('input')!r}: {error.get('msg', 'invalid')}"
 
 
 def client() -> Any:

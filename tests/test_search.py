@@ -130,6 +130,18 @@ def test_bad_filters_are_errors_not_empty_results(diary: pgcite.Collection) -> N
         diary.search("x", mode="fuzzy")
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"cutoff": "yesterday"}, {"cutoff": "1666-13-01"}, {"filters": {"cutoff": "soon"}},
+    {"filters": {"century": 17}}, {"filters": {"corpora": "A"}},
+])
+def test_malformed_filters_are_filter_errors(diary: pgcite.Collection,
+                                             kwargs: dict[str, object]) -> None:
+    # The Python API says what is wrong, as the CLI and HTTP do, not a bare ValueError.
+    with pytest.raises(pgcite.FilterError, match="bad filter") as info:
+        diary.search("fire", **kwargs)  # type: ignore[arg-type]
+    assert info.value.hint and "YYYY-MM-DD" in info.value.hint
+
+
 def test_filter_values_are_parameters_not_sql(diary: pgcite.Collection) -> None:
     evil = "A'); DROP SCHEMA pgc_diary_fixture CASCADE; --"
     assert diary.search("fire", corpora=[evil]).hits == []

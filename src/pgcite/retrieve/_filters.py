@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgcite._errors import FilterError
 
@@ -214,13 +214,32 @@ def merge_filters(
     corpora: Sequence[str] | None,
     metadata: Sequence[MetadataPredicate] | None,
 ) -> Filters:
-    """``filters`` (a model or a dict) with the ``cutoff``/``corpora``/``metadata`` shorthands."""
-    base = filters if isinstance(filters, Filters) else Filters.model_validate(filters or {})
-    update: dict[str, Any] = {}
-    if cutoff is not None:
-        update["cutoff"] = dt.date.fromisoformat(cutoff) if isinstance(cutoff, str) else cutoff
-    if corpora is not None:
-        update["corpora"] = list(corpora)
-    if metadata:
-        update["metadata"] = [*base.metadata, *metadata]
-    return Filters.model_validate({**base.model_dump(), **update}) if update else base
+    """``filters`` (a model or a dict) with the ``cutoff``/``corpora``/``metadata`` shorthands.
+
+    A malformed value (a cutoff that is not a date, an unknown field) is a FilterError naming it,
+    not pydantic's or datetime's exception: Python callers get the same clear error as the CLI.
+    """
+    try:
+        base = filters if isinstance(filters, Filters) else Filters.model_validate(filters or {})
+        update: dict[str, Any] = {}
+        if cutoff is not None:
+            update["cutoff"] = dt.date.fromisoformat(cutoff) if isinstance(cutoff, str) else cutoff
+        if corpora is not None:
+            update["corpora"] = list(corpora)
+        if metadata:
+            update["metadata"] = [*base.metadata, *metadata]
+        return Filters.model_validate({**base.model_dump(), **update}) if update else base
+    except ValidationError as exc:
+        raise FilterError(f"bad filter: {_problem(exc)}", hint=_FILTER_HINT) from None
+    except (ValueError, TypeError) as exc:  # date.fromisoformat on a string that is no date
+        raise FilterError(f"bad filter: cutoff {cutoff!r}: {exc}", hint=_FILTER_HINT) from None
+
+
+_FILTER_HINT = ("cutoff is a date (YYYY-MM-DD); corpora, authors and sources are lists of "
+                "strings; metadata predicates are key/op/value (docs/retrieval.md)")
+
+
+def _problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "filters"
+    return f"{where}: {first.get('msg', 'invalid')} (got {first.get('input')!r})"

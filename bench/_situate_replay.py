@@ -3,7 +3,7 @@ replayed into a normal ingest.
 
 SmolLM2 writes one sentence per chunk: ~2 s a chunk with llama.cpp on this 2-core machine, hours
 for SciFact and the Pepys diary. So the prompts are exported exactly as an ingest would send them
-(the product's own chunking and ``situate_chunks``, rendered by llama.cpp's chat template and
+(the product's own chunking and ``situate_documents``, rendered by llama.cpp's chat template and
 tokenised by llama.cpp), ``bench/situate_generate.py`` runs the same GGUF model greedily over all
 of them on a GPU, and ``ReplayChat`` answers each prompt with its recorded reply during a real
 ingest: chunking, cutting to the reserved tokens, storage and embedding are the product's own.
@@ -30,7 +30,8 @@ import pgcite
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import SITUATE_MAX_TOKENS, chunk_document
 from pgcite.ingest._loaders import iter_documents
-from pgcite.ingest._situate import situate_chunks
+from pgcite.ingest._pipeline import chunk_budget
+from pgcite.ingest._situate import situate_documents
 from pgcite.ingest._types import Document
 from pgcite.llm import LLMError, packaged_gguf
 from pgcite.llm._parse import clean_reply
@@ -90,14 +91,16 @@ def dataset_prompts(dataset: str) -> dict[str, tuple[str, str]]:
     would send (same loader, chunk budget and chunker as ``ingest``)."""
     path, overrides = DATASETS[dataset]
     embedder = load_embedder(EMBEDDER)
-    budget = min(CollectionSettings().chunk_tokens, embedder.spec.max_tokens - 2)
+    budget = chunk_budget(CollectionSettings(contextual="llm"), embedder.spec)
     recorder = _Recorder()
+    chunked = []
     for doc in iter_documents([path], overrides=overrides):
         if not isinstance(doc, Document):
             raise SystemExit(f"{path}: {doc}")
-        chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget,
-                                contextual="llm")
-        situate_chunks(recorder, doc, chunks, count_tokens=embedder.count_tokens, timeout_s=5)
+        chunked.append((doc, chunk_document(doc, count_tokens=embedder.count_tokens,
+                                            max_tokens=budget, contextual="llm")))
+    situate_documents(recorder, chunked, count_tokens=embedder.count_tokens, timeout_s=5,
+                      workers=1)
     return recorder.prompts
 
 

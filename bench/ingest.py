@@ -36,7 +36,7 @@ def main() -> None:
         col = c.create_collection("bench_ingest", embedder=args.embedder)
         embedder = load_embedder(args.embedder)
         docs = [d for d in iter_documents([source]) if isinstance(d, Document)]
-        budget = chunk_budget(col.info, col.info.embedder)
+        budget = chunk_budget(col.info.settings, col.info.embedder)
         texts = [embedding_text(ch) for d in docs
                  for ch in chunk_document(d, count_tokens=embedder.count_tokens,
                                           max_tokens=budget)]

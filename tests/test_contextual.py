@@ -373,12 +373,13 @@ class InFlight:
 
 
 def _ingest_through_server(settings: Settings, client: pgcite.Client, name: str,
-                           concurrency: int, replies: InFlight) -> pgcite.IngestReport:
+                           concurrency: int, replies: InFlight,
+                           chat_type: type[OpenAIChat] = OpenAIChat) -> pgcite.IngestReport:
     """Ingest the diary into a new contextual = "llm" collection whose sentences an OpenAI-
     compatible server writes; check every chunk got its own sentence; drop the collection."""
     tuned = settings.model_copy(update={"llm_concurrency": concurrency})
     with serve(replies) as server, pgcite.Client(
-            tuned, llm=OpenAIChat(base_url=server.base_url, model="m")) as c:
+            tuned, llm=chat_type(base_url=server.base_url, model="m")) as c:
         col = c.create_collection(name, settings=CollectionSettings(contextual="llm"))
         try:
             report = col.ingest([DIARY], progress=False)
@@ -407,6 +408,18 @@ def test_llm_concurrency_one_sends_one_call_at_a_time(
 ) -> None:
     replies = InFlight(hold=2, wait_s=0.2)  # a second call sent meanwhile would be seen
     _ingest_through_server(settings, client, "ctx_llm_serial", 1, replies)
+    assert replies.most == 1
+
+
+class OneCallAtATime(OpenAIChat):
+    max_concurrency = 1  # as in-process llama.cpp declares
+
+
+def test_a_model_that_serves_one_call_at_a_time_gets_one(
+    settings: Settings, client: pgcite.Client,
+) -> None:
+    replies = InFlight(hold=2, wait_s=0.2)
+    _ingest_through_server(settings, client, "ctx_llm_one_model", 6, replies, OneCallAtATime)
     assert replies.most == 1
 
 

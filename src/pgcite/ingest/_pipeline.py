@@ -31,8 +31,13 @@ from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._types import ChunkDraft, Document
-from pgcite.llm import ChatModel, LlamaCppChat
-from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
+from pgcite.llm import ChatModel
+from pgcite.store._collections import (
+    CollectionInfo,
+    CollectionSettings,
+    ensure_vector_index,
+    get_collection,
+)
 from pgcite.store._database import Database
 from pgcite.store._snapshots import (
     activate_snapshot,
@@ -72,10 +77,10 @@ class IngestReport(BaseModel):
     seconds: float = 0.0
 
 
-def chunk_budget(info: CollectionInfo, spec: EmbedderSpec) -> int:
+def chunk_budget(settings: CollectionSettings, spec: EmbedderSpec) -> int:
     """The chunk token budget: the collection's, never above the model's max length (minus the
     two special tokens every sequence carries)."""
-    return min(info.settings.chunk_tokens, spec.max_tokens - 2)
+    return min(settings.chunk_tokens, spec.max_tokens - 2)
 
 
 def content_hash(doc: Document, info: CollectionInfo, spec: EmbedderSpec) -> str:
@@ -87,7 +92,7 @@ def content_hash(doc: Document, info: CollectionInfo, spec: EmbedderSpec) -> str
     payload = {
         "doc": doc.model_dump(mode="json"),
         "chunker": CHUNKER_VERSION,
-        "budget": chunk_budget(info, spec),
+        "budget": chunk_budget(info.settings, spec),
         "model": spec.model_key,
         "ts": info.ts_config,
     }
@@ -191,7 +196,7 @@ def ingest(
 
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)
-    budget = chunk_budget(info, spec)
+    budget = chunk_budget(info.settings, spec)
     contextual = info.settings.contextual
     chunked: list[tuple[Document, list[ChunkDraft]]] = []
     for doc in fresh:
@@ -269,7 +274,7 @@ def _situate(chunked: list[tuple[Document, list[ChunkDraft]]], chat: ChatModel |
 
 
 def _situate_workers(chat: ChatModel, settings: Settings) -> int:
-    """How many situating calls may be in flight at once (PGCITE_LLM_CONCURRENCY)."""
-    # In-process llama.cpp answers one call at a time (its own lock): calls sent together would
-    # only queue there, each one's timeout running while it waits for the others.
-    return 1 if isinstance(chat, LlamaCppChat) else settings.llm_concurrency
+    """How many situating calls may be in flight at once: PGCITE_LLM_CONCURRENCY, or fewer if
+    the model says it serves fewer (in-process llama.cpp: one)."""
+    limit = getattr(chat, "max_concurrency", None)
+    return settings.llm_concurrency if limit is None else max(1, min(limit, settings.llm_concurrency))

@@ -25,20 +25,6 @@ SITUATE_SYSTEM = (
 )
 
 
-def situate_chunks(
-    chat: ChatModel,
-    doc: Document,
-    chunks: Sequence[ChunkDraft],
-    *,
-    count_tokens: Callable[[str], int],
-    timeout_s: float,
-    workers: int = 1,
-) -> tuple[list[ChunkDraft], int]:
-    """The chunks with their situating sentence, and how many calls fell back to none."""
-    return situate_documents(chat, [(doc, chunks)], count_tokens=count_tokens,
-                             timeout_s=timeout_s, workers=workers)[0]
-
-
 def situate_documents(
     chat: ChatModel,
     chunked: Sequence[tuple[Document, Sequence[ChunkDraft]]],

@@ -31,6 +31,9 @@ class LlamaCppChat:
     at the deadline (LLMError) while the model finishes in the background; one call at a time."""
 
     name = "llama-cpp"
+    # One llama context answers one call at a time (the lock below): calls sent together would
+    # only queue here, each one's timeout running while it waits for the others.
+    max_concurrency = 1
 
     def __init__(self, *, model_path: Path, n_ctx: int = 4096, timeout_s: float | None = 60.0,
                  n_threads: int | None = None) -> None:

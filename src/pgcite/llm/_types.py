@@ -16,7 +16,9 @@ class ChatModel(Protocol):
     """A chat model: a system and a user message in, the assistant's text out.
 
     Implementations bound their own time (``timeout_s``) and raise :class:`LLMError` on any
-    failure, never another exception type, so a caller can always fall back.
+    failure, never another exception type, so a caller can always fall back. One that answers a
+    single call at a time may say so with a ``max_concurrency`` attribute (callers that fan out,
+    like the ingest's situating calls, then send no more than that at once).
     """
 
     name: str

@@ -323,6 +323,16 @@ def run_dataset(ds: Dataset, chosen: list[Spec], *, rerank_queries: int, chat: A
 # --- summary ---------------------------------------------------------------------------------------
 
 
+def _ndcg_cell(conf: Any, found_in: EvalResult | None, subset: EvalResult | None) -> str:
+    """nDCG@10; for a configuration run on a query subset, the hybrid baseline on it too."""
+    text = _fmt(conf.overall.get("ndcg@10"))
+    if subset is not None and found_in is subset:
+        base = next(c for n, c in subset.configurations.items() if n.startswith("hybrid"))
+        text += (f" ({len(conf.queries)} queries; hybrid on them "
+                 f"{_fmt(base.overall.get('ndcg@10'))})")
+    return text
+
+
 def _fmt(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
@@ -369,24 +379,14 @@ def summary(results: dict[str, EvalResult], chosen: list[Spec], meta: dict[str, 
         label = spec.name
         cells = [label]
         if pc is not None:
-            text = _fmt(pc.overall.get("ndcg@10"))
-            if p_res is pr and pr is not None:  # on a subset: show the baseline on it too
-                base = next(c for n, c in pr.configurations.items() if n.startswith("hybrid"))
-                text += (f" ({len(pc.queries)} queries; hybrid on them "
-                         f"{_fmt(base.overall.get('ndcg@10'))})")
-            cells.append(text)
+            cells.append(_ndcg_cell(pc, p_res, pr))
             for kind in PEPYS_KINDS[:4]:
                 cells.append(_fmt(pc.by_kind.get(kind, {}).get("ndcg@10")))
             cells.append(_fmt(pc.by_kind.get("absent", {}).get("pass_rate"), 2))
         else:
             cells += ["n/a"] * 6
         if sc is not None:
-            text = _fmt(sc.overall.get("ndcg@10"))
-            if s_res is sr and sr is not None:  # on a subset: show the baseline on it too
-                base = next(c for n, c in sr.configurations.items() if n.startswith("hybrid"))
-                text += (f" ({len(sc.queries)} queries; hybrid on them "
-                         f"{_fmt(base.overall.get('ndcg@10'))})")
-            cells.append(text)
+            cells.append(_ndcg_cell(sc, s_res, sr))
         else:
             cells.append("n/a")
         for c in (pc, sc):

@@ -54,6 +54,7 @@ class _Recorder:
     """A chat model that records each prompt and fails, so situating falls straight through."""
 
     name = "recorder"
+    timeout_s: float | None = None
 
     def __init__(self) -> None:
         self.prompts: dict[str, tuple[str, str]] = {}
@@ -68,6 +69,7 @@ class ReplayChat:
     the ingest counts them as fallbacks, as it would a failed call)."""
 
     name = "replay"
+    timeout_s: float | None = None
 
     def __init__(self, replies: dict[str, str]) -> None:
         self.replies = replies

@@ -19,6 +19,7 @@ from _common import DATA, RESULTS, client, ensure_collection, write
 import pgcite
 from pgcite.evaluate import EvalResult, GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
+from pgcite.ingest._types import Contextual
 from pgcite.store._collections import CollectionSettings
 
 DEPTH = 100
@@ -33,13 +34,15 @@ MODES: dict[str, dict[str, Any]] = {
 
 def contextual_collection(
     c: pgcite.Client, name: str, paths: list[Path], *, overrides: pgcite.Overrides | None = None,
+    contextual: Contextual = "header",
 ) -> tuple[pgcite.Collection, dict[str, Any]]:
-    """``name`` with ``contextual="header"``, created and ingested if needed; the ingest's cost."""
+    """``name`` with this ``contextual`` setting (MiniLM), created and ingested if needed; the
+    ingest's cost."""
     try:
         col = c.collection(name)
     except pgcite.CollectionNotFound:
-        col = c.create_collection(name, settings=CollectionSettings(contextual="header"))
-    if col.info.settings.contextual != "header":
+        col = c.create_collection(name, settings=CollectionSettings(contextual=contextual))
+    if col.info.settings.contextual != contextual:
         raise SystemExit(f"{name} exists with contextual={col.info.settings.contextual!r}")
     started = time.monotonic()
     report = col.ingest(paths, overrides=overrides, progress=sys.stderr.isatty())
@@ -47,7 +50,8 @@ def contextual_collection(
         raise SystemExit(f"ingest of {name} failed: {report.failed}")
     cost = {"seconds": round(time.monotonic() - started, 1), "embedded": report.embedded,
             "cached": report.cached, "chunks_added": report.chunks_added,
-            "new_versions": report.new_versions}
+            "new_versions": report.new_versions, "situated": report.situated,
+            "situate_fallbacks": report.situate_fallbacks}
     print(f"{name}: {report.documents} documents, {cost}", file=sys.stderr)
     return col, cost
 

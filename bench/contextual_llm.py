@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from _common import DATA, client, write
 from _situate_replay import ReplayChat
+from contextual import contextual_collection
 
 import pgcite
 from pgcite.evaluate import GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
+from pgcite.ingest._types import Contextual
 from pgcite.llm import ChatModel, LLMConfig, make_chat_model
-from pgcite.store._collections import CollectionSettings
 
 DEPTH = 100
 MODES: dict[str, dict[str, Any]] = {
@@ -54,25 +54,6 @@ def golden_set(dataset: str) -> GoldenSet:
     return load_golden(DATA / dataset, split="test", name=dataset)
 
 
-def build(c: pgcite.Client, name: str, contextual: str, corpus: Any,
-          overrides: pgcite.Overrides | None) -> tuple[pgcite.Collection, dict[str, Any]]:
-    try:
-        col = c.collection(name)
-    except pgcite.CollectionNotFound:
-        col = c.create_collection(name, embedder="all-MiniLM-L6-v2",
-                                  settings=CollectionSettings(contextual=contextual))  # type: ignore[arg-type]
-    if col.info.settings.contextual != contextual:
-        raise SystemExit(f"{name} exists with contextual={col.info.settings.contextual!r}")
-    started = time.monotonic()
-    report = col.ingest([corpus], overrides=overrides, progress=sys.stderr.isatty())
-    if report.failed:
-        raise SystemExit(f"ingest of {name} failed: {report.failed}")
-    cost = {"seconds": round(time.monotonic() - started, 1), "situated": report.situated,
-            "situate_fallbacks": report.situate_fallbacks, "embedded": report.embedded}
-    print(f"{name}: {cost}", file=sys.stderr)
-    return col, cost
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="xquad/en", choices=sorted(DATASETS))
@@ -94,11 +75,13 @@ def main() -> None:
     with client() as plain, pgcite.Client(plain.settings, llm=chat) as c:
         cols: dict[str, pgcite.Collection] = {}
         costs: dict[str, Any] = {}
-        for mode in ("off", "header", "llm"):
+        modes: tuple[Contextual, ...] = ("off", "header", "llm")
+        for mode in modes:
             name = names.get(mode, f"ctxllm_{slug}_{mode}")
             if mode == "llm" and args.llm_collection:
                 name = args.llm_collection
-            cols[mode], costs[mode] = build(c, name, mode, corpus, overrides)
+            cols[mode], costs[mode] = contextual_collection(c, name, [corpus],
+                                                            overrides=overrides, contextual=mode)
         vectors, _ = embed_queries(cols["off"], golden)
         configs: dict[str, Searcher] = {
             f"{name} · {mode}": collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)

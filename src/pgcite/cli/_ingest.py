@@ -26,7 +26,9 @@ def print_report(report: IngestReport) -> None:
     else:
         console.print("nothing changed: no new snapshot")
     for failure in report.failed:
-        err_console.print(f"[red]failed:[/] {failure.path}: {failure.reason}", highlight=False)
+        # One line per file whatever the terminal's width: greppable, and a file per line.
+        err_console.print(f"[red]failed:[/] {failure.path}: {failure.reason}", highlight=False,
+                          soft_wrap=True)
 
 
 def ingest_command(

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from pypdf import PdfReader
 
 from pgcite._errors import ConfigError, LoadError
+from pgcite.ingest._storable import document_problem
 from pgcite.ingest._types import Document, Unit
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (
@@ -129,6 +130,7 @@ def iter_documents(
             file, rel = item
             try:
                 docs = _load_file(file, rel, mapping)
+                _check_storable(docs)
                 _claim_ids(docs, str(file), seen)
             except _Unreadable as exc:
                 yield LoadError(str(file), exc.reason)
@@ -171,6 +173,12 @@ def _walk(directory: Path) -> Iterator[Path | LoadError]:
                 yield from _walk(entry)
         elif entry.suffix.lower() in SUPPORTED_SUFFIXES:
             yield entry
+
+
+def _check_storable(docs: list[Document]) -> None:
+    for doc in docs:
+        if problem := document_problem(doc):
+            raise _Unreadable(problem)
 
 
 def _claim_ids(docs: list[Document], file: str, seen: dict[str, str]) -> None:
@@ -223,7 +231,15 @@ def _decode(data: bytes) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise _Unreadable(f"line {line}: not valid UTF-8 (byte 0x{data[exc.start]:02x})") from exc
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return _no_nul(text).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _no_nul(text: str) -> str:
+    """``text``, unless it holds a NUL byte: valid UTF-8, but PostgreSQL cannot store it."""
+    if (at := text.find("\x00")) >= 0:
+        line = text.count("\n", 0, at) + 1
+        raise _Unreadable(f"line {line}: contains a NUL byte, which PostgreSQL cannot store")
+    return text
 
 
 def _decode_html(data: bytes) -> str:
@@ -235,7 +251,7 @@ def _decode_html(data: bytes) -> str:
         if not declared:
             raise
         try:
-            return data.decode(declared).replace("\r\n", "\n")
+            return _no_nul(data.decode(declared)).replace("\r\n", "\n")
         except (LookupError, UnicodeDecodeError) as exc:
             raise _Unreadable(f"cannot decode as declared charset {declared!r} ({exc})") from exc
 
@@ -252,6 +268,8 @@ def _load_jsonl(data: bytes, file_name: str, mapping: FieldMapping) -> list[Docu
             continue
         try:
             doc = _record_document(_parse_record(line), file_name, mapping)
+            if problem := document_problem(doc):
+                raise _Unreadable(problem)
         except _Unreadable as exc:
             raise _Unreadable(f"line {number}: {exc.reason}") from exc
         if doc.document_id in first_line:
@@ -269,6 +287,8 @@ def _parse_record(line: str) -> dict[str, Any]:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise _Unreadable(f"not valid JSON ({exc.msg})") from exc
+    except RecursionError as exc:  # [[[[… a few thousand deep: no stack holds it
+        raise _Unreadable("JSON nested too deep") from exc
     if not isinstance(record, dict):
         raise _Unreadable(f"expected a JSON object, got {type(record).__name__}")
     return record
@@ -465,7 +485,8 @@ def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit]]:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise _Unreadable("not a readable PDF (encrypted)")
-        pages = [page.extract_text() or "" for page in reader.pages]
+        # A NUL in extracted text is a glyph the PDF maps to no character, not the author's text.
+        pages = [(page.extract_text() or "").replace("\x00", "") for page in reader.pages]
         meta_title = reader.metadata.title if reader.metadata else None
     except _Unreadable:
         raise

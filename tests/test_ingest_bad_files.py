@@ -34,6 +34,8 @@ BAD_FILES: list[tuple[str, bytes, str]] = [
      "line 1: metadata nested deeper than 64 levels"),
     ("nul-meta.jsonl", b'{"_id": "m", "text": "t", "note": {"k": "\\u0000"}}\n',
      "line 1: metadata contains a NUL character (U+0000), which PostgreSQL cannot store"),
+    ("nul-front.md", b'---\nauthor: "a\\0b"\n---\nbody\n',
+     "author contains a NUL character (U+0000), which PostgreSQL cannot store"),
 ]
 IDS = [name for name, _, _ in BAD_FILES]
 

@@ -202,19 +202,24 @@ class Collection:
         *,
         mapping: FieldMapping | None = None,
         overrides: Overrides | None = None,
+        catalogue: str | Path | None = None,
+        dates_from_names: bool = False,
         corpus_version: str | None = None,
         replace: bool = False,
         activate: bool = True,
         progress: bool = False,
     ) -> IngestReport:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
-        inactive and activated only if it passes the gate (``report.gate`` says how it went)."""
+        inactive and activated only if it passes the gate (``report.gate`` says how it went).
+        ``catalogue`` (a sidecar CSV/JSONL) and ``dates_from_names`` are further date sources
+        (docs/ingest.md, "Dates")."""
         with self.client.connection() as conn:
             current = get_collection(conn, self.name).settings
         gated = activate and current.golden is not None
         report = ingest(
             self.client.db, self.name, [Path(p) for p in paths], mapping=mapping,
-            overrides=overrides, corpus_version=corpus_version, replace=replace,
+            overrides=overrides, catalogue=Path(catalogue) if catalogue is not None else None,
+            dates_from_names=dates_from_names, corpus_version=corpus_version, replace=replace,
             activate=activate and not gated, progress=progress, settings=self.client.settings,
             chat=self.client.llm() if current.contextual == "llm" else None,
         )

@@ -18,6 +18,12 @@ def print_report(report: IngestReport) -> None:
         f"{report.chunks_added} chunks added, {report.embedded} embedded, {report.cached} from "
         f"cache, {report.skipped} skipped, {len(report.failed)} failed, {report.seconds:.1f} s"
     )
+    if report.undated:
+        console.print(f"{report.undated} of {report.documents} documents undated: a --cutoff "
+                      "search leaves them out (see --date, --catalogue, --dates-from-names)",
+                      highlight=False)
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if report.snapshot_id is not None:
         state = "active" if report.activated else "built, not active"
         console.print(f"snapshot {report.snapshot_id} ({state})")
@@ -38,6 +44,16 @@ def ingest_command(
     corpus: Annotated[str | None, typer.Option(
         help="Corpus tier label forced on every document (e.g. A, B, C).")] = None,
     author: Annotated[str | None, typer.Option(help="Author forced on every document.")] = None,
+    date: Annotated[str | None, typer.Option(
+        help="Date of a single FILE: 1666-09-02, 1666-09, 1666 or a range 1666-09-02/1666-09-05 "
+        "(wins over every other date source).")] = None,
+    catalogue: Annotated[Path | None, typer.Option(
+        help="Sidecar catalogue (.csv or .jsonl): one row per file with 'file' (path relative "
+        "to the folder, or its name) and date, date_end, author, corpus, title, any other "
+        "columns as metadata. Wins over what the files say.")] = None,
+    dates_from_names: Annotated[bool, typer.Option(
+        help="Date files whose names start with a date (1666-09-02-letter.md, 1666-09 …) when "
+        "no other source dates them.")] = False,
     map_: Annotated[list[str] | None, typer.Option(
         "--map", help="JSONL field mapping FIELD=KEY, e.g. --map title=date_label "
         "(fields: id, text, title, date, date_end, author, corpus, source, locator).")] = None,
@@ -52,6 +68,11 @@ def ingest_command(
 ) -> None:
     """Load, chunk, embed and store documents as a new snapshot of the collection.
 
+    Dates, highest precedence first: --date > --catalogue row > the file itself (front matter
+    in .md/.txt, <meta>/<time> in HTML, PDF metadata, JSONL keys) > --dates-from-names. The
+    report counts undated documents (a --cutoff search leaves them out). A bad file is reported
+    by name (one line each) and the others are ingested.
+
     Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
     changed no snapshot is made. All-or-nothing: an interrupted run leaves the collection as it
     was, and re-running resumes from the embedding cache. Exits 1 if any file failed. With a
@@ -65,7 +86,9 @@ def ingest_command(
         mapping = FieldMapping.parse(map_ or [])
         with Client(settings()) as client:
             report = client.collection(collection).ingest(
-                paths, mapping=mapping, overrides=Overrides(corpus=corpus, author=author),
+                paths, mapping=mapping,
+                overrides=Overrides(corpus=corpus, author=author, date=date),
+                catalogue=catalogue, dates_from_names=dates_from_names,
                 corpus_version=corpus_version, replace=replace, activate=activate,
                 progress=progress and not json_out,
             )

@@ -7,7 +7,6 @@ are yielded or exactly one :class:`LoadError` for it, and iteration goes on with
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import json
 import re
@@ -22,6 +21,15 @@ from pydantic import BaseModel, ConfigDict
 from pypdf import PdfReader
 
 from pgcite._errors import ConfigError, LoadError
+from pgcite.ingest._attributes import Attributes, apply
+from pgcite.ingest._catalogue import Catalogue
+from pgcite.ingest._dates import DateError, DateRange, date_in_name, parse_dates
+from pgcite.ingest._embedded import (
+    FrontMatterError,
+    html_attributes,
+    pdf_attributes,
+    split_front_matter,
+)
 from pgcite.ingest._storable import document_problem
 from pgcite.ingest._types import Document, Unit
 
@@ -47,7 +55,6 @@ _DEFAULT_KEYS: dict[str, tuple[str, ...]] = {
     "source": ("source",),
     "locator": ("locator",),
 }
-_ISO_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[T ]\d{2}:\d{2}.*)?")
 _ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _HTML_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
@@ -96,12 +103,23 @@ class FieldMapping(BaseModel):
 
 
 class Overrides(BaseModel):
-    """Values forced on every document; ``None`` keeps what the source says."""
+    """Values forced on every document; ``None`` keeps what the source says.
+
+    ``date`` (``1666-09-02``, ``1666-09``, ``1666`` or a range ``start/end``) dates the units of
+    ONE file: a folder would get one date for all its files, almost surely by mistake.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     corpus: str | None = None
     author: str | None = None
+    date: str | None = None
+
+    def dates(self) -> DateRange | None:
+        try:
+            return parse_dates(self.date)
+        except DateError as exc:
+            raise ConfigError(f"--date: {exc}") from exc
 
 
 class _Unreadable(Exception):
@@ -117,10 +135,18 @@ def iter_documents(
     *,
     mapping: FieldMapping | None = None,
     overrides: Overrides | None = None,
+    catalogue: Catalogue | None = None,
+    dates_from_names: bool = False,
 ) -> Iterator[Document | LoadError]:
-    """Documents from files and directories (walked recursively), or one error per bad file."""
+    """Documents from files and directories (walked recursively), or one error per bad file.
+
+    A document's fields come from, highest precedence first: ``overrides`` > its ``catalogue``
+    row > the file itself (front matter, HTML meta, PDF metadata, JSONL keys) > a date leading
+    its file name (only with ``dates_from_names``).
+    """
     mapping = mapping or FieldMapping()
     overrides = overrides or Overrides()
+    forced = _forced(overrides, paths)
     seen: dict[str, str] = {}  # document id -> the file that produced it
     for path in paths:
         for item in _expand(Path(path)):
@@ -128,15 +154,39 @@ def iter_documents(
                 yield item
                 continue
             file, rel = item
+            if catalogue is not None and file.resolve() == catalogue.path:
+                continue  # the catalogue itself (a .jsonl one) is not a document
             try:
                 docs = _load_file(file, rel, mapping)
+                named = date_in_name(file.name) if dates_from_names else None
+                row = catalogue.lookup(rel) if catalogue is not None else None
+                docs = [_layered(doc, named, row, forced) for doc in docs]
                 _check_storable(docs)
                 _claim_ids(docs, str(file), seen)
             except _Unreadable as exc:
                 yield LoadError(str(file), exc.reason)
                 continue
-            for doc in docs:
-                yield _apply(doc, overrides)
+            yield from docs
+
+
+def _forced(overrides: Overrides, paths: Sequence[Path]) -> Attributes:
+    """The flags as the highest-precedence source; ``--date`` only for a single file."""
+    dates = overrides.dates()
+    if dates is not None and not (len(paths) == 1 and Path(paths[0]).is_file()):
+        raise ConfigError("--date dates a single file",
+                          hint="for a folder, use a sidecar catalogue (--catalogue) or "
+                          "--dates-from-names")
+    return Attributes(dates=dates, author=overrides.author, corpus=overrides.corpus)
+
+
+def _layered(doc: Document, named: DateRange | None, row: Attributes | None,
+             forced: Attributes) -> Document:
+    """``doc`` (what the file says) with the other sources laid over it in precedence order."""
+    if named is not None:
+        doc = apply(doc, Attributes(dates=named), fill=True)
+    if row is not None:
+        doc = apply(doc, row)
+    return apply(doc, forced)
 
 
 def _expand(path: Path) -> Iterator[tuple[Path, str] | LoadError]:
@@ -191,11 +241,6 @@ def _claim_ids(docs: list[Document], file: str, seen: dict[str, str]) -> None:
     seen.update((doc.document_id, file) for doc in docs)
 
 
-def _apply(doc: Document, overrides: Overrides) -> Document:
-    forced = {k: v for k, v in overrides.model_dump().items() if v is not None}
-    return doc.model_copy(update=forced) if forced else doc
-
-
 def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
     try:
         data = file.read_bytes()
@@ -205,19 +250,26 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
     if suffix == ".jsonl":
         return _load_jsonl(data, file.name, mapping)
     doc_id, stem = slugify(rel), file.stem
-    if suffix == ".txt":
-        return [
-            Document(
-                document_id=doc_id, source=rel, title=stem, units=[Unit(text=_decode(data).strip())]
-            )
-        ]
-    if suffix in (".md", ".markdown"):
-        title, units = _markdown_units(_decode(data), stem)
+    attrs: Attributes | None = None
+    if suffix in (".txt", ".md", ".markdown"):
+        attrs, text = _front_matter(_decode(data))
+        if suffix == ".txt":
+            title, units = stem, [Unit(text=text.strip())]
+        else:
+            title, units = _markdown_units(text, stem)
     elif suffix in (".html", ".htm"):
-        title, units = _html_units(_decode_html(data), stem)
+        title, units, attrs = _html_units(_decode_html(data), stem)
     else:
-        title, units = _pdf_units(data, stem)
-    return [Document(document_id=doc_id, source=rel, title=title, units=units)]
+        title, units, attrs = _pdf_units(data, stem)
+    doc = Document(document_id=doc_id, source=rel, title=title, units=units)
+    return [apply(doc, attrs) if attrs is not None else doc]
+
+
+def _front_matter(text: str) -> tuple[Attributes | None, str]:
+    try:
+        return split_front_matter(text)
+    except FrontMatterError as exc:
+        raise _Unreadable(str(exc)) from exc
 
 
 def slugify(rel: str) -> str:
@@ -262,12 +314,15 @@ def _decode_html(data: bytes) -> str:
 def _load_jsonl(data: bytes, file_name: str, mapping: FieldMapping) -> list[Document]:
     docs: list[Document] = []
     first_line: dict[str, int] = {}  # document id -> line it was first seen on
+    keys: set[str] = set()  # keys with a value in some record
     # split("\n"), not splitlines(): JSON strings may hold raw U+2028 and similar line breaks.
     for number, line in enumerate(_decode(data).split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            doc = _record_document(_parse_record(line), file_name, mapping)
+            record = _parse_record(line)
+            keys.update(k for k, v in record.items() if v is not None)
+            doc = _record_document(record, file_name, mapping)
             if problem := document_problem(doc):
                 raise _Unreadable(problem)
         except _Unreadable as exc:
@@ -279,7 +334,16 @@ def _load_jsonl(data: bytes, file_name: str, mapping: FieldMapping) -> list[Docu
             )
         first_line[doc.document_id] = number
         docs.append(doc)
+    _check_mapping_used(mapping, keys)
     return docs
+
+
+def _check_mapping_used(mapping: FieldMapping, keys: set[str]) -> None:
+    """A mapped key that no record has is a typo; ingesting anyway would null that field in
+    every record (``--map title=heading`` on records without ``heading``)."""
+    for field, key in mapping.model_dump(exclude_none=True).items():
+        if key not in keys:
+            raise _Unreadable(f"--map {field}={key}: no record has a {key!r} key")
 
 
 def _parse_record(line: str) -> dict[str, Any]:
@@ -308,8 +372,11 @@ def _record_document(record: dict[str, Any], file_name: str, mapping: FieldMappi
 
     doc_id = _record_id(*pick("id"))
     text = _record_text(*pick("text"))
-    date_start = _parse_date(*pick("date"))
-    date_end = _parse_date(*pick("date_end")) or date_start
+    start = _parse_date(*pick("date"))
+    end = _parse_date(*pick("date_end")) or start
+    date_start, date_end = (start[0], end[1]) if start and end else (None, None)
+    if end and not start:
+        raise _Unreadable("date_end without a date")
     if date_start and date_end and date_end < date_start:
         raise _Unreadable(f"date_end {date_end} is before date {date_start}")
     title, author, corpus, source, locator = (
@@ -352,16 +419,11 @@ def _optional_str(key: str, value: Any) -> str | None:
     return str(value).strip() or None
 
 
-def _parse_date(key: str, value: Any) -> dt.date | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    match = _ISO_DATE.fullmatch(value.strip()) if isinstance(value, str) else None
-    if match:
-        try:
-            return dt.date.fromisoformat(match.group(1))
-        except ValueError:
-            pass
-    raise _Unreadable(f"'{key}' is not an ISO date (yyyy-mm-dd): {value!r}")
+def _parse_date(key: str, value: Any) -> DateRange | None:
+    try:
+        return parse_dates(value)
+    except DateError as exc:
+        raise _Unreadable(f"'{key}': {exc}") from exc
 
 
 # --- Markdown --------------------------------------------------------------------------------
@@ -424,13 +486,14 @@ def _section_units(sections: Iterator[tuple[tuple[str, ...], str]], doc_title: s
 # --- HTML ------------------------------------------------------------------------------------
 
 
-def _html_units(text: str, stem: str) -> tuple[str, list[Unit]]:
+def _html_units(text: str, stem: str) -> tuple[str, list[Unit], Attributes]:
     soup = BeautifulSoup(text, "html.parser")
+    attrs = html_attributes(soup)
     for tag in soup.find_all(_HTML_DROP):
         tag.decompose()
     title = _html_title(soup) or stem
     root = soup.body or soup
-    return title, _section_units(iter(_html_sections(root)), title)
+    return title, _section_units(iter(_html_sections(root)), title), attrs
 
 
 def _html_title(soup: BeautifulSoup) -> str | None:
@@ -479,7 +542,7 @@ def _tidy(text: str) -> str:
 # --- PDF -------------------------------------------------------------------------------------
 
 
-def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit]]:
+def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit], Attributes]:
     """One unit per page with text, located as ``p. N``."""
     try:
         reader = PdfReader(io.BytesIO(data))
@@ -488,6 +551,7 @@ def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit]]:
         # A NUL in extracted text is a glyph the PDF maps to no character, not the author's text.
         pages = [(page.extract_text() or "").replace("\x00", "") for page in reader.pages]
         meta_title = reader.metadata.title if reader.metadata else None
+        attrs = pdf_attributes(reader)
     except _Unreadable:
         raise
     except Exception as exc:  # pypdf raises many exception types on damaged files
@@ -501,4 +565,4 @@ def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit]]:
         # Scanned PDFs have images only; silently indexing nothing would hide that.
         raise _Unreadable("no extractable text on any page (a scanned PDF needs OCR first)")
     title = meta_title.strip() if isinstance(meta_title, str) and meta_title.strip() else stem
-    return title, units
+    return title, units, attrs

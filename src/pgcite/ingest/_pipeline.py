@@ -27,6 +27,7 @@ from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._cache import embed_with_cache
 from pgcite.embed._registry import embedder_for, load_embedder
+from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
@@ -68,9 +69,11 @@ class IngestReport(BaseModel):
     embedded: int = 0
     cached: int = 0
     skipped: int = 0
+    undated: int = 0  # documents with a passage no source dated: a cutoff query never sees it
     situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
     situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header
     failed: list[Failure] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)  # e.g. catalogue rows naming no file
     snapshot_id: int | None = None
     activated: bool = False
     gate: str | None = None  # the activation gate's outcome, when the collection has one
@@ -138,10 +141,12 @@ def embed_texts(
 
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
-    report: IngestReport,
+    report: IngestReport, catalogue: Path | None, dates_from_names: bool,
 ) -> list[Document]:
     docs: dict[str, Document] = {}
-    for item in iter_documents(paths, mapping=mapping, overrides=overrides):
+    cat = Catalogue.read(catalogue) if catalogue is not None else None
+    for item in iter_documents(paths, mapping=mapping, overrides=overrides, catalogue=cat,
+                               dates_from_names=dates_from_names):
         if isinstance(item, LoadError):
             report.failed.append(Failure(path=item.path, reason=item.reason))
         elif item.document_id in docs:
@@ -149,7 +154,15 @@ def _load(
                 path=item.source, reason=f"duplicate document id {item.document_id!r}"))
         else:
             docs[item.document_id] = item
+    if cat is not None:
+        report.warnings += [f"catalogue {cat.path}: no file matches {key!r}"
+                            for key in cat.unmatched()]
     return list(docs.values())
+
+
+def is_undated(doc: Document) -> bool:
+    """A document with a passage that no source dated (a cutoff filter leaves it out)."""
+    return any(unit.date_start is None for unit in doc.units)
 
 
 def ingest(
@@ -159,6 +172,8 @@ def ingest(
     *,
     mapping: FieldMapping | None = None,
     overrides: Overrides | None = None,
+    catalogue: Path | None = None,
+    dates_from_names: bool = False,
     corpus_version: str | None = None,
     replace: bool = False,
     activate: bool = True,
@@ -174,7 +189,9 @@ def ingest(
     change, no snapshot is made. With ``activate`` the snapshot goes live in the same transaction.
     ``embedder_id`` builds with another model than the collection's (needs ``replace``); the
     collection's recorded model changes only when that snapshot is activated. ``chat`` writes
-    the situating sentences of a ``contextual = "llm"`` collection.
+    the situating sentences of a ``contextual = "llm"`` collection. ``catalogue`` is a sidecar
+    CSV/JSONL of per-file dates and attributes; ``dates_from_names`` dates files whose names
+    start with a date (docs/ingest.md, "Dates").
     """
     started = time.monotonic()
     settings = settings or Settings()
@@ -186,8 +203,9 @@ def ingest(
                 else other_embedder(db, info, embedder_id, settings, replace=replace))
     spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
-    docs = _load(paths, mapping, overrides, report)
+    docs = _load(paths, mapping, overrides, report, catalogue, dates_from_names)
     report.documents = len(docs)
+    report.undated = sum(is_undated(doc) for doc in docs)
     hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}
     with db.connect() as conn:
         existing = find_versions(conn, info, list(hashes.items()))

@@ -9,7 +9,7 @@ HTML meta/time, PDF metadata, a JSONL record's own keys) > a date in the file na
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -85,8 +85,8 @@ def jsonable(value: Any) -> Any:
 
 def apply(doc: Document, attrs: Attributes, *, fill: bool = False) -> Document:
     """``doc`` with ``attrs`` laid over it: a higher-precedence source replaces what the document
-    says; a lower one (``fill``) only fills what it leaves empty (units without a date, fields
-    that are ``None``, metadata keys it lacks)."""
+    says (an empty text clears it); a lower one (``fill``) only fills what it leaves empty (units
+    without a date, fields that are ``None``, metadata keys it lacks)."""
     units = doc.units
     if attrs.dates is not None:
         start, end = attrs.dates
@@ -97,8 +97,26 @@ def apply(doc: Document, attrs: Attributes, *, fill: bool = False) -> Document:
     for field in ("title", "author", "corpus"):
         value = getattr(attrs, field)
         if value is not None and not (fill and getattr(doc, field) is not None):
-            update[field] = value
+            update[field] = value or None  # a flag given as "" clears the field
+    if "title" in update:
+        update["title_guessed"] = False
     if attrs.metadata:
         update["metadata"] = ({**attrs.metadata, **doc.metadata} if fill
                               else {**doc.metadata, **attrs.metadata})
     return doc.model_copy(update=update)
+
+
+def keep_stored(doc: Document, stored: Attributes, *, explicit: Collection[str]) -> Document:
+    """``doc`` with what an earlier ingest stored for it wherever this run says nothing.
+
+    Re-ingesting without the ``--corpus``, ``--author``, ``--date`` or catalogue of the first run
+    must not strip what they gave: a stored value stays unless this run gives another one.
+    Fields in ``explicit`` (set by a flag this run, even to empty) are left as this run has them.
+    A stored title replaces only a fallback title, and only where no unit has a title of its own
+    (a section's heading path would be stale).
+    """
+    title = stored.title if all(u.title is None for u in doc.units) else None
+    if title is not None and doc.title_guessed:
+        doc = doc.model_copy(update={"title": None})
+    keep = stored.model_copy(update={"title": title, **{field: None for field in explicit}})
+    return apply(doc, keep, fill=True)

@@ -261,7 +261,8 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
         title, units, attrs = _html_units(_decode_html(data), stem)
     else:
         title, units, attrs = _pdf_units(data, stem)
-    doc = Document(document_id=doc_id, source=rel, title=title, units=units)
+    doc = Document(document_id=doc_id, source=rel, title=title, units=units,
+                   title_guessed=title == stem)
     return [apply(doc, attrs) if attrs is not None else doc]
 
 

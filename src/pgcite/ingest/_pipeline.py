@@ -27,6 +27,7 @@ from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._cache import embed_with_cache
 from pgcite.embed._registry import embedder_for, load_embedder
+from pgcite.ingest._attributes import Attributes, keep_stored
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
@@ -44,6 +45,7 @@ from pgcite.store._snapshots import (
     activate_snapshot,
     active_snapshot,
     build_snapshot,
+    document_attributes,
     find_versions,
     insert_version,
     lock_versions,
@@ -160,6 +162,23 @@ def _load(
     return list(docs.values())
 
 
+def _keep_stored(db: Database, info: CollectionInfo, docs: list[Document],
+                 overrides: Overrides | None) -> list[Document]:
+    """Documents of the live snapshot keep their stored fields where this run gives none (see
+    :func:`keep_stored`)."""
+    with db.connect() as conn:
+        current = active_snapshot(conn, info)
+        if current is None or not docs:
+            return docs
+        stored = document_attributes(conn, info, current.snapshot_id,
+                                     [doc.document_id for doc in docs])
+    given = overrides or Overrides()
+    explicit = [f for f in ("author", "corpus") if getattr(given, f) is not None]
+    explicit += ["dates"] if given.date is not None else []
+    return [keep_stored(doc, Attributes(**stored[doc.document_id]), explicit=explicit)
+            if doc.document_id in stored else doc for doc in docs]
+
+
 def is_undated(doc: Document) -> bool:
     """A document with a passage that no source dated (a cutoff filter leaves it out)."""
     return any(unit.date_start is None for unit in doc.units)
@@ -203,7 +222,8 @@ def ingest(
                 else other_embedder(db, info, embedder_id, settings, replace=replace))
     spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
-    docs = _load(paths, mapping, overrides, report, catalogue, dates_from_names)
+    docs = _keep_stored(db, info, _load(paths, mapping, overrides, report, catalogue,
+                                        dates_from_names), overrides)
     report.documents = len(docs)
     report.undated = sum(is_undated(doc) for doc in docs)
     hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}

@@ -41,6 +41,10 @@ class Document(BaseModel):
     author: str | None = None
     corpus: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # The title is the loader's fallback (the file name), not one a source gave, so a title stored
+    # by an earlier ingest (from a catalogue, say) may take its place. Not content: excluded from
+    # dumps, so it leaves version hashes as they were.
+    title_guessed: bool = Field(default=False, exclude=True)
 
 
 class ChunkDraft(BaseModel):

@@ -180,6 +180,32 @@ def member_versions(conn: psycopg.Connection, info: CollectionInfo, snapshot_id:
     return {doc: pk for doc, pk in rows}
 
 
+def document_attributes(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
+                        document_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Stored document-level fields of these documents in a snapshot, as their chunks carry
+    them: author, corpus, metadata and title of the first chunk, and the date range when every
+    chunk has the same one (``dates`` is ``None`` otherwise)."""
+    if not document_ids:
+        return {}
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT v.document_id, (array_agg(c.author ORDER BY c.ordinal))[1],"
+            " (array_agg(c.corpus ORDER BY c.ordinal))[1],"
+            " (array_agg(c.title ORDER BY c.ordinal))[1],"
+            " (array_agg(c.metadata ORDER BY c.ordinal))[1],"
+            " min(c.date_start), max(c.date_end),"
+            " bool_and(c.date_start IS NOT NULL) AND count(DISTINCT (c.date_start, c.date_end)) = 1"
+            " FROM {s}.snapshot_members m JOIN {s}.versions v USING (version_pk)"
+            " JOIN {s}.chunks c USING (version_pk)"
+            " WHERE m.snapshot_id = %s AND v.document_id = ANY(%s) GROUP BY v.document_id"
+        ).format(s=info.schema_id),
+        (snapshot_id, list(document_ids)),
+    ).fetchall()
+    return {doc: {"author": author, "corpus": corpus, "title": title, "metadata": metadata,
+                  "dates": (start, end) if uniform else None}
+            for doc, author, corpus, title, metadata, start, end, uniform in rows}
+
+
 def build_snapshot(
     conn: psycopg.Connection,
     info: CollectionInfo,

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from pypdf import PdfReader, PdfWriter
+from typer.testing import CliRunner
 
 import pgcite
 from pgcite._errors import ConfigError, LoadError
+from pgcite.cli import app
+from pgcite.config import Settings
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._dates import DateError, date_in_name, parse_dates
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._types import Document
+from pgcite.service import ServiceConfig, create_app, create_key
 
 from .test_loaders import make_pdf
 
@@ -253,3 +259,57 @@ def test_mapping_that_matches_no_record_is_an_error(tmp_path: Path) -> None:
     (error,) = list(iter_documents([path], mapping=FieldMapping(title="heading")))
     assert isinstance(error, LoadError)
     assert error.reason == "--map title=heading: no record has a 'heading' key"
+
+
+# --- the warning on a cutoff query ------------------------------------------------------------
+
+
+def test_cutoff_search_and_answer_count_undated_passages(diary: pgcite.Collection) -> None:
+    """The fixture's editorial note (corpus C) has no date: a cutoff query says it left it out."""
+    assert diary.search("diary shorthand note", mode="keyword").undated_excluded is None
+    result = diary.search("diary shorthand note", mode="keyword", cutoff="1700-01-01")
+    assert result.undated_excluded == 1
+    assert all(h.date_end is not None for h in result.hits)
+    assert diary.search("diary", mode="keyword", cutoff="1700-01-01",
+                        corpora=["A", "B"]).undated_excluded == 0  # other filters hold too
+    answer = diary.answer("What is the note on the shorthand?", cutoff="1700-01-01")
+    assert answer.undated_excluded == 1
+
+
+def test_cutoff_warning_in_cli_and_http(diary: pgcite.Collection, client: pgcite.Client,
+                                        settings: Settings, monkeypatch: pytest.MonkeyPatch,
+                                        ) -> None:
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    runner = CliRunner()
+    result = runner.invoke(app, ["search", diary.name, "fire", "--cutoff", "1666-12-31"])
+    assert result.exit_code == 0, result.output
+    assert ("warning: the cutoff left out 1 undated passage (nothing dates them: see pgcite "
+            "ingest --date, --catalogue)") in result.output
+    plain = runner.invoke(app, ["search", diary.name, "fire"])
+    assert "undated passage" not in plain.output
+    payload = json.loads(runner.invoke(app, ["search", diary.name, "fire", "--cutoff",
+                                             "1666-12-31", "--json"]).output)
+    assert 1 in (payload.get("undated_excluded"), payload.get("undatedExcluded"))
+    asked = runner.invoke(app, ["ask", diary.name, "Where was the cheese buried?", "--cutoff",
+                                "1666-12-31"])
+    assert asked.exit_code == 0 and "left out 1 undated passage" in asked.output
+    with client.db.transaction() as conn:
+        headers = {"X-API-Key": create_key(conn, diary.name, "reader").token}
+    with TestClient(create_app(client=client, config=ServiceConfig(warm_up=False))) as api:
+        base = f"/v1/collections/{diary.name}"
+        body = {"query": "fire", "filters": {"cutoff": "1666-12-31"}}
+        resp = api.post(f"{base}/search", headers=headers, json=body)
+        assert resp.status_code == 200 and resp.json()["undatedExcluded"] == 1, resp.text
+        resp = api.post(f"{base}/search", headers=headers, json={"query": "fire"})
+        assert resp.json()["undatedExcluded"] is None
+        resp = api.post(f"{base}/answer", headers=headers,
+                        json={"question": "Where was the cheese buried?",
+                              "filters": {"cutoff": "1666-12-31"}})
+        assert resp.status_code == 200 and resp.json()["undatedExcluded"] == 1, resp.text
+
+
+def test_mapping_check_skips_an_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    assert list(iter_documents([path], mapping=FieldMapping(title="heading"))) == []

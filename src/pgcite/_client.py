@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -27,6 +27,7 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import Ordering, SearchOptions, run_search
+from pgcite.retrieve._undated import undated_excluded
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
     CollectionInfo,
@@ -39,6 +40,8 @@ from pgcite.store._collections import (
 )
 from pgcite.store._database import Database
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
+
+R = TypeVar("R", SearchResult, Answer)
 
 if TYPE_CHECKING:
     from pgcite._lifecycle import ActivationResult  # imports this module
@@ -267,7 +270,8 @@ class Collection:
             weights=weights, ef_search=ef_search, fusion=fusion, term_depth=term_depth,
             snapshot_id=snapshot_id)
         if not plan.active:
-            return self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
+            result = self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
+            return self._note_undated(result, kwargs["filters"])
         snapshot = self._snapshot(snapshot_id)
         embedder = (embedder_for_key(snapshot.embed_model, self.client.settings)
                     if mode != "keyword" else None)
@@ -281,8 +285,17 @@ class Collection:
 
         models = StageModels(chat=self.client.llm(), reranker=self.client.reranker(),
                              embedder=embedder)
-        return staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
-                             cutoff=kwargs["filters"].cutoff)
+        result = staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
+                               cutoff=kwargs["filters"].cutoff)
+        return self._note_undated(result, kwargs["filters"])
+
+    def _note_undated(self, result: R, filters: Filters) -> R:
+        """``result`` with the count of undated passages its cutoff left out (docs/ingest.md)."""
+        if filters.cutoff is not None:
+            with self.client.connection() as conn:
+                result.undated_excluded = undated_excluded(
+                    conn, self.info, self._snapshot(result.snapshot_id), filters)
+        return result
 
     def _tilt(self, requested: tuple[float, float] | None,
               route: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -372,9 +385,10 @@ class Collection:
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
         )
-        return answer_question(self, question, options=options, filters=filters, cutoff=cutoff,
-                               corpora=corpora, generator=generator, judge=judge,
-                               external=external)
+        answer = answer_question(self, question, options=options, filters=filters,
+                                 cutoff=cutoff, corpora=corpora, generator=generator,
+                                 judge=judge, external=external)
+        return self._note_undated(answer, merge_filters(filters, cutoff, corpora, None))
 
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:

@@ -111,3 +111,5 @@ class Answer(_Camel):
     stages: list[StageEvent] = Field(
         default_factory=list, description="what the retrieval stages did (route, hyde, …)")
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    undated_excluded: int | None = Field(
+        default=None, description="with a cutoff: undated passages it left out")

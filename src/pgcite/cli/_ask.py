@@ -18,6 +18,7 @@ from pgcite.cli._common import (
     emit_json,
     user_errors,
 )
+from pgcite.cli._search import warn_undated
 from pgcite.cli._stages import (
     BoostOpt,
     DecomposeOpt,
@@ -67,6 +68,7 @@ def generator_config(kind: str, base_url: str | None, model: str | None, api_key
 
 
 def print_answer(answer: Answer, *, trace: bool) -> None:
+    warn_undated(answer.undated_excluded)
     style = "yellow" if answer.abstained else "bold"
     console.print(f"[{style}]{escape(answer.answer)}[/]", highlight=False)
     if answer.sources and not answer.abstained:

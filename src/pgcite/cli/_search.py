@@ -16,6 +16,7 @@ from pgcite.cli._common import (
     cli_filters,
     console,
     emit_json,
+    err_console,
     user_errors,
 )
 from pgcite.cli._stages import (
@@ -40,7 +41,16 @@ def _rank(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
+def warn_undated(count: int | None) -> None:
+    """Say that a cutoff left undated passages out (before the results: they are incomplete)."""
+    if count:
+        err_console.print(f"[yellow]warning:[/] the cutoff left out {count} undated passage"
+                          f"{'s' if count != 1 else ''} (nothing dates them: see pgcite ingest "
+                          "--date, --catalogue)", highlight=False, soft_wrap=True)
+
+
 def print_hits(result: SearchResult, *, explain: bool) -> None:
+    warn_undated(result.undated_excluded)
     if not result.hits:
         console.print("no passages match (the filters may exclude everything)")
     for hit in result.hits:

@@ -335,7 +335,8 @@ def _load_jsonl(data: bytes, file_name: str, mapping: FieldMapping) -> list[Docu
             )
         first_line[doc.document_id] = number
         docs.append(doc)
-    _check_mapping_used(mapping, keys)
+    if docs:  # an empty file has no records to match
+        _check_mapping_used(mapping, keys)
     return docs
 
 

@@ -63,3 +63,6 @@ class SearchResult(BaseModel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     stages: list[StageEvent] = Field(
         default_factory=list, description="the optional stages and what each did")
+    undated_excluded: int | None = Field(
+        default=None, description="with a cutoff: undated passages it left out (they cannot be "
+        "shown to be before it); null without one")

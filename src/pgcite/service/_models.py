@@ -176,6 +176,8 @@ class SearchResponse(_Camel):
     hits: list[SearchHit]
     timings_ms: dict[str, float]
     stages: list[StageEvent] = Field(default_factory=list)
+    undated_excluded: int | None = Field(
+        default=None, description="with a cutoff: undated passages it left out")
 
 
 class CollectionOut(_Camel):

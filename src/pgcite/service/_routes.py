@@ -50,6 +50,7 @@ def _search_response(result: SearchResult) -> SearchResponse:
         snapshot_id=result.snapshot_id, embedding_model=result.embedding_model,
         confidence=result.confidence, hits=[_search_hit(h) for h in result.hits],
         timings_ms=result.timings_ms, stages=result.stages,
+        undated_excluded=result.undated_excluded,
     )
 
 

@@ -154,9 +154,11 @@ def test_front_matter_in_text_and_markdown(tmp_path: Path) -> None:
     assert doc.units[0].text == "Body text."
     assert dates_of(doc) == {(D(1666, 9, 1), D(1666, 10, 31))} and doc.corpus == "A"
     md = tmp_path / "b.md"
-    md.write_text("---\ntitle: From front matter\n---\n# Heading\n\nOne.\n\n## Sub\n\nTwo.\n")
+    md.write_text("---\ntitle: From front matter\n---\nIntro.\n\n# Heading\n\nOne.\n\n"
+                  "## Sub\n\nTwo.\n")
     doc = one(md)
     assert doc.title == "From front matter" and dates_of(doc) == {(None, None)}
+    assert [u.title for u in doc.units] == ["From front matter", "Heading", "Heading > Sub"]
     rule = tmp_path / "c.md"  # a leading rule and prose, not YAML: left alone
     rule.write_text("---\nJust a line.\n---\nText.\n")
     assert one(rule).units[0].text.startswith("---")

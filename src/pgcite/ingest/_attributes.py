@@ -100,6 +100,11 @@ def apply(doc: Document, attrs: Attributes, *, fill: bool = False) -> Document:
             update[field] = value or None  # a flag given as "" clears the field
     if "title" in update:
         update["title_guessed"] = False
+        # The text before a Markdown/HTML document's first heading (no locator) carries the
+        # document's title: it takes the new one, not the one a higher source replaced.
+        update["units"] = [u.model_copy(update={"title": update["title"]})
+                           if u.locator is None and u.title is not None and u.title == doc.title
+                           else u for u in update["units"]]
     if attrs.metadata:
         update["metadata"] = ({**attrs.metadata, **doc.metadata} if fill
                               else {**doc.metadata, **attrs.metadata})

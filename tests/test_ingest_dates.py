@@ -315,3 +315,23 @@ def test_mapping_check_skips_an_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.jsonl"
     path.write_text("\n")
     assert list(iter_documents([path], mapping=FieldMapping(title="heading"))) == []
+
+
+def test_cli_date_and_catalogue_errors_are_one_line(
+        diary: pgcite.Collection, settings: Settings, monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    (tmp_path / "a.txt").write_text("x")
+    runner = CliRunner()
+    before = diary.active_snapshot().snapshot_id
+    result = runner.invoke(app, ["ingest", diary.name, str(tmp_path), "--date", "1666",
+                                 "--no-progress"])
+    assert result.exit_code != 0 and "--date dates a single file" in result.output
+    assert "Traceback" not in result.output
+    cat = tmp_path / "cat.csv"
+    cat.write_text("file,date\na.txt,someday\n")
+    result = runner.invoke(app, ["ingest", diary.name, str(tmp_path), "--catalogue", str(cat),
+                                 "--no-progress"])
+    assert result.exit_code != 0 and "line 2: bad date: not a date" in result.output
+    assert diary.active_snapshot().snapshot_id == before

@@ -42,8 +42,9 @@ def ingest_command(
     paths: Annotated[list[Path], typer.Argument(
         help="Files or folders: .jsonl, .txt, .md, .html, .pdf (folders recursively).")],
     corpus: Annotated[str | None, typer.Option(
-        help="Corpus tier label forced on every document (e.g. A, B, C).")] = None,
-    author: Annotated[str | None, typer.Option(help="Author forced on every document.")] = None,
+        help="Corpus tier label forced on every document (e.g. A, B, C; \"\" clears it).")] = None,
+    author: Annotated[str | None, typer.Option(
+        help="Author forced on every document (\"\" clears it).")] = None,
     date: Annotated[str | None, typer.Option(
         help="Date of a single FILE: 1666-09-02, 1666-09, 1666 or a range 1666-09-02/1666-09-05 "
         "(wins over every other date source).")] = None,
@@ -74,10 +75,12 @@ def ingest_command(
     by name (one line each) and the others are ingested.
 
     Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
-    changed no snapshot is made. All-or-nothing: an interrupted run leaves the collection as it
-    was, and re-running resumes from the embedding cache. Exits 1 if any file failed. With a
-    golden set configured (`pgcite collection set --golden`) the snapshot goes live only if it
-    passes the activation gate; exits 1 if the gate refused it (it stays built, inactive).
+    changed no snapshot is made. Re-ingesting without the flags or catalogue of an earlier run
+    keeps what they set (a value changes only when this run gives another). All-or-nothing:
+    an interrupted run leaves the collection as it was, and re-running resumes from the
+    embedding cache. Exits 1 if any file failed. With a golden set configured (`pgcite
+    collection set --golden`) the snapshot goes live only if it passes the activation gate;
+    exits 1 if the gate refused it (it stays built, inactive).
     """
     from pgcite._client import Client
     from pgcite.ingest._loaders import FieldMapping, Overrides

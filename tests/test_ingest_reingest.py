@@ -33,6 +33,8 @@ def ingest(*args: str) -> dict[str, Any]:
 
 
 def attributes(col: pgcite.Collection) -> dict[str, tuple[Any, ...]]:
+    # The CLI ingested through its own client: this one's cached active pointer may be stale.
+    col.client.active_pointers().invalidate(col.name)
     hits = col.search("harbour ships", mode="keyword", top_k=50).hits
     return {h.id: (h.title, h.author, h.corpus, h.date_start, h.date_end, h.metadata)
             for h in hits}

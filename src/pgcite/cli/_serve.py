@@ -51,6 +51,7 @@ def serve_command(
     import uvicorn
 
     from pgcite.service import ServiceConfig, create_app
+    from pgcite.ui import mount_ui
 
     if not auth and not _loopback(host):
         raise fail(f"--no-auth would expose every collection on {host}",
@@ -63,7 +64,8 @@ def serve_command(
         )
         app = create_app(settings(), config=config)
         mcp = _mount_mcp(app)
-    console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, auth "
+        mount_ui(app)
+    console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, inspector: /ui, auth "
                   f"{'on' if auth else 'OFF'}, generator {generator}"
                   f"{', MCP: /mcp' if mcp else ''})")
     uvicorn.run(app, host=host, port=port, log_level=log_level)

@@ -18,20 +18,13 @@ from mcp import Client  # noqa: E402
 from pgcite.mcp import build_server, open_access  # noqa: E402
 from pgcite.service._keys import create_key  # noqa: E402
 
-OTHER = [{"_id": "b-1", "date": "1700-01-01", "text": "A ledger of the East India trade."}]
+from .small_collection import one_passage_collection  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def other(client: pgcite.Client, tmp_path_factory: pytest.TempPathFactory) -> pgcite.Collection:
     """A second collection, for key scoping."""
-    import json
-
-    path = tmp_path_factory.mktemp("mcp") / "other.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in OTHER))
-    client.drop_collection("mcp_other", missing_ok=True)
-    col = client.create_collection("mcp_other")
-    col.ingest([path])
-    return col
+    return one_passage_collection(client, tmp_path_factory.mktemp("mcp"), "mcp_other")
 
 
 def _session(client: pgcite.Client, token: str | None,
@@ -126,7 +119,7 @@ def test_a_key_for_one_collection_cannot_see_another(
         theirs = await session.call_tool("search", {"collection": other.name,
                                                     "query": "ledger"})
         passage = await session.call_tool("get_passage", {"collection": other.name,
-                                                          "citation_id": "b-1#0"})
+                                                          "citation_id": "mcp_other-1"})
         return listed, mine, theirs, passage
     listed, mine, theirs, passage = _session(client, token, body)
     assert [c["name"] for c in listed] == [diary.name]

@@ -4,7 +4,6 @@ real server: the service's keys apply (401 without one; a key for one collection
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,16 +21,13 @@ from pgcite.mcp._http import mount_mcp  # noqa: E402
 from pgcite.service import ServiceConfig, create_app  # noqa: E402
 from pgcite.service._keys import create_key  # noqa: E402
 from tests.live_server import live_server  # noqa: E402
+from tests.small_collection import one_passage_collection  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def other(client: pgcite.Client, tmp_path_factory: pytest.TempPathFactory) -> pgcite.Collection:
-    path = tmp_path_factory.mktemp("mcp_http") / "other.jsonl"
-    path.write_text(json.dumps({"_id": "h-1", "date": "1701-01-01", "text": "A harbour."}))
-    client.drop_collection("mcp_http_other", missing_ok=True)
-    col = client.create_collection("mcp_http_other")
-    col.ingest([path])
-    return col
+    return one_passage_collection(client, tmp_path_factory.mktemp("mcp_http"),
+                                  "mcp_http_other")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ snapshot holds for the answer too, bad input is a 4xx, and keys scope it like th
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 import pytest
@@ -14,17 +13,14 @@ from pgcite.service import ServiceConfig, create_app
 from pgcite.service._keys import create_key
 from pgcite.ui import mount_ui
 
+from .small_collection import one_passage_collection
+
 QUERY = "the great fire in the City"
 
 
 @pytest.fixture(scope="module")
 def other(client: pgcite.Client, tmp_path_factory: pytest.TempPathFactory) -> pgcite.Collection:
-    path = tmp_path_factory.mktemp("ui") / "other.jsonl"
-    path.write_text(json.dumps({"_id": "u-1", "date": "1702-01-01", "text": "A harbour."}))
-    client.drop_collection("ui_other", missing_ok=True)
-    col = client.create_collection("ui_other")
-    col.ingest([path])
-    return col
+    return one_passage_collection(client, tmp_path_factory.mktemp("ui"), "ui_other")
 
 
 @pytest.fixture(scope="module")

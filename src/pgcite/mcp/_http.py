@@ -73,7 +73,8 @@ def mount_mcp(app: FastAPI) -> None:
         token = _token({k.lower(): v for k, v in (ctx.headers or {}).items()})
         return open_access(state.client, token if state.config.auth else None, state.reader)
 
-    server = build_server(resolve, generator=state.generator)
+    server = build_server(resolve, generator=state.generator,
+                          threshold=state.config.threshold)
     # With keys required, a key is the protection; with auth off (loopback only) the SDK's
     # DNS-rebinding check keeps web pages from reaching the local server through a hostname.
     security = (TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -28,8 +28,8 @@ T = TypeVar("T")
 
 INSTRUCTIONS = """\
 pgcite searches document collections (diaries, papers, manuals…) stored in PostgreSQL and returns
-passages, each with a citation id: a stable string such as "d-1666-09-02#0" that names exactly one
-passage. Cite passages by that id in square brackets, [d-1666-09-02#0], and cite only ids that a
+passages, each with a citation id: a stable string such as "d-1666-09-02-a" that names exactly one
+passage. Cite passages by that id in square brackets, [d-1666-09-02-a], and cite only ids that a
 tool returned. Start with list_collections to see each collection's date range, corpora and
 metadata fields. Filters are hard: with cutoff=1666-12-31 no passage dated after that day can be
 returned, so use a cutoff whenever the question is "as of" a date (e.g. what someone knew then)."""
@@ -58,9 +58,11 @@ def _checked(call: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from exc
 
 
-def build_server(resolve: Resolver, *, generator: Generator | None = None) -> MCPServer:
+def build_server(resolve: Resolver, *, generator: Generator | None = None,
+                 threshold: float | None = None) -> MCPServer:
     """An MCP server whose every call runs as ``resolve(ctx)`` allows; ``generator`` writes
-    answers (None: the extractive default)."""
+    answers (None: the extractive default) and ``threshold`` is their abstention threshold
+    (None: the embedding model's documented one)."""
     server = MCPServer("pgcite", version=__version__, instructions=INSTRUCTIONS)
 
     @server.tool(annotations=_READ_ONLY)
@@ -107,7 +109,7 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None) -> MC
         filters = _tools.filters_of(cutoff, corpora, metadata)
         return _checked(lambda: _tools.answer(
             resolve(ctx), collection, question, top_k=top_k, filters=filters,
-            generator=generator))
+            generator=generator, threshold=threshold))
 
     @server.tool(annotations=_READ_ONLY)
     def get_passage(

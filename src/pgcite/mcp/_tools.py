@@ -126,9 +126,10 @@ def search(access: Access, collection: str, query: str, *, top_k: int, mode: str
 
 
 def answer(access: Access, collection: str, question: str, *, top_k: int, filters: Filters,
-           generator: Generator | None) -> AnswerOut:
+           generator: Generator | None, threshold: float | None = None) -> AnswerOut:
     col = access.collection(collection)
-    result: Answer = col.answer(question, top_k=top_k, filters=filters, generator=generator)
+    result: Answer = col.answer(question, top_k=top_k, filters=filters, generator=generator,
+                                threshold=threshold)
     return AnswerOut(
         answer=result.answer, abstained=result.abstained, citations=result.citations,
         snapshot_id=result.snapshot_id, notes=[f"{t.step}: {t.detail}" for t in result.trace],

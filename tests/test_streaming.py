@@ -182,6 +182,9 @@ def test_http_answer_streams_server_sent_events(
     answer = final["answer"]
     assert set(answer["citations"]) <= {s["id"] for s in answer["sources"]}
     assert "invented-id" not in answer["answer"]
+    # the streamed answer is counted like any other
+    assert 'pgcite_answers_total{abstained="false",generator="openai"}' in api.get(
+        "/metrics").text
     # the same request unstreamed: one JSON answer, the same checked text
     plain = api.post(url, headers=reader, json={"question": QUESTION}).json()
     assert plain["answer"] == answer["answer"] and plain["citations"] == answer["citations"]

@@ -98,14 +98,19 @@ def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None)
     if body.stream:
-        return sse_answer(state.reader(access.info), body.question, options)
+        return sse_answer(state.reader(access.info), body.question, options,
+                          on_final=lambda result: _observe_answer(state, result))
     result = state.reader(access.info).answer(body.question, **options)
+    _observe_answer(state, result)
+    return result
+
+
+def _observe_answer(state: ServiceState, result: Answer) -> None:
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages]
                                    + answer_outcomes(result))
     state.metrics.observe_routes(result.stages)
     state.metrics.answers.labels(result.generator, str(result.abstained).lower()).inc()
-    return result
 
 
 ops = APIRouter(tags=["operations"])

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fastapi.responses import StreamingResponse
 
 from pgcite._client import Collection
 from pgcite._errors import PgciteError
-from pgcite._streaming import StreamEvent, stream_answer
+from pgcite._streaming import Final, StreamEvent, stream_answer
+from pgcite.answer._types import Answer
 
 _log = logging.getLogger("pgcite.service")
 
@@ -32,15 +33,21 @@ def _frame(event: StreamEvent) -> bytes:
     return _sse(event.event, data)
 
 
-def sse_answer(collection: Collection, question: str, options: dict[str, Any]
-               ) -> StreamingResponse:
+def sse_answer(collection: Collection, question: str, options: dict[str, Any], *,
+               on_final: Callable[[Answer], None] | None = None) -> StreamingResponse:
+    """The streamed answer; ``on_final`` sees the checked answer (for the metrics)."""
     events = stream_answer(collection, question, **options)
     first = next(events)  # retrieval errors raise here: the error handlers answer 4xx
 
+    def frames() -> Iterator[StreamEvent]:
+        yield first
+        yield from events
+
     def body() -> Iterator[bytes]:
-        yield _frame(first)
         try:
-            for event in events:
+            for event in frames():
+                if isinstance(event, Final) and on_final is not None:
+                    on_final(event.answer)
                 yield _frame(event)
         except PgciteError as exc:
             yield _sse("error", {"detail": exc.message, "hint": exc.hint})

@@ -175,3 +175,11 @@ def test_pgcite_mcp_serves_over_stdio(client: pgcite.Client, diary: pgcite.Colle
     assert not result.is_error, result.content
     ids = [p["citation_id"] for p in result.structured_content["passages"]]
     assert ids == [h.id for h in diary.search("plague", cutoff="1665-12-31").hits]
+
+
+def test_an_empty_collection_is_listed_without_a_snapshot(client: pgcite.Client) -> None:
+    client.drop_collection("mcp_empty", missing_ok=True)
+    client.create_collection("mcp_empty")
+    listed = {c["name"]: c for c in _session(client, None, _list)}
+    assert listed["mcp_empty"]["active_snapshot"] is None
+    client.drop_collection("mcp_empty")

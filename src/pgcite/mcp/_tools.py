@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from pgcite._client import Collection
+from pgcite._errors import PgciteError
 from pgcite.answer._types import Answer, Generator
 from pgcite.mcp._access import Access
 from pgcite.retrieve._filters import Filters, MetadataPredicate
@@ -113,7 +114,7 @@ def list_collections(access: Access) -> list[CollectionSummary]:
 def _active_id(col: Collection) -> int | None:
     try:
         return col.active_snapshot().snapshot_id
-    except Exception:  # no active snapshot yet: the collection is listed, empty
+    except PgciteError:  # no active snapshot yet: the collection is listed, empty
         return None
 
 

@@ -5,6 +5,10 @@
 >>> with serve(reply) as server:
 ...     OpenAIChat(base_url=server.base_url, model="m").chat("sys", "user")
 ...     server.requests                     # every parsed request body, in order
+
+A body that is an iterable of byte strings instead of bytes is streamed: each piece written and
+flushed as the iterable yields it (``chat_stream_events`` makes OpenAI's ``"stream": true``
+server-sent events), so a test can hold the stream open between pieces.
 """
 
 from __future__ import annotations
@@ -12,14 +16,23 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = tuple[int, bytes, float]
+Reply = tuple[int, bytes | Iterable[bytes], float]
 ReplyFn = Callable[[Any], Reply]
+
+
+def chat_stream_events(pieces: Iterable[str]) -> Iterator[bytes]:
+    """OpenAI streaming chunks (``data: {...}``) carrying ``pieces``, then ``data: [DONE]``."""
+    for piece in pieces:
+        event = {"object": "chat.completion.chunk", "choices": [
+            {"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        yield f"data: {json.dumps(event)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
 
 
 def chat_completion(content: str) -> bytes:
@@ -53,6 +66,9 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a broken script should fail loudly, not hang the client
             status, body, delay_s = 500, f"reply function failed: {exc!r}".encode(), 0.0
         time.sleep(delay_s)
+        if not isinstance(body, bytes):
+            self._stream(status, body)
+            return
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
@@ -61,6 +77,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up first, which is what a hang test wants
+
+    def _stream(self, status: int, pieces: Iterable[bytes]) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")  # the end of the body ends the stream
+            self.end_headers()
+            for piece in pieces:
+                self.wfile.write(piece)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
 
 class _Server(ThreadingHTTPServer):

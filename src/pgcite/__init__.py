@@ -7,6 +7,7 @@
 >>> diary.search("the Great Fire", cutoff="1666-12-31").hits[0].id
 """
 
+from pgcite._async import AsyncClient, AsyncCollection, connect_async
 from pgcite._client import Client, Collection, connect
 from pgcite._errors import (
     CollectionExists,
@@ -28,6 +29,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "AsyncClient",
+    "AsyncCollection",
     "Client",
     "Collection",
     "CollectionExists",
@@ -52,4 +55,5 @@ __all__ = [
     "Source",
     "Unit",
     "connect",
+    "connect_async",
 ]

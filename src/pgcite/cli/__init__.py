@@ -14,6 +14,7 @@ from pgcite.cli._demo import demo_command
 from pgcite.cli._eval import eval_command
 from pgcite.cli._ingest import ingest_command
 from pgcite.cli._key import app as key_app
+from pgcite.cli._mcp import mcp_command
 from pgcite.cli._search import search_command
 from pgcite.cli._serve import serve_command
 
@@ -31,6 +32,7 @@ app.command("demo")(demo_command)
 app.command("eval")(eval_command)
 app.command("ask")(ask_command)
 app.command("serve")(serve_command)
+app.command("mcp")(mcp_command)
 app.add_typer(key_app, name="key")
 
 

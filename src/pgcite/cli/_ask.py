@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -67,10 +67,11 @@ def generator_config(kind: str, base_url: str | None, model: str | None, api_key
     )
 
 
-def print_answer(answer: Answer, *, trace: bool) -> None:
+def print_answer(answer: Answer, *, trace: bool, text: bool = True) -> None:
     warn_undated(answer.undated_excluded)
     style = "yellow" if answer.abstained else "bold"
-    console.print(f"[{style}]{escape(answer.answer)}[/]", highlight=False)
+    if text:  # False: it was streamed already (cli/_stream.py)
+        console.print(f"[{style}]{escape(answer.answer)}[/]", highlight=False)
     if answer.sources and not answer.abstained:
         console.print("[dim]sources:[/]")
         for source in answer.sources:
@@ -131,6 +132,10 @@ def ask_command(
     budget: Annotated[float, typer.Option(
         min=0.1, max=600, help="Total seconds for the self-correcting steps.",
         rich_help_panel="Self-correcting")] = 30.0,
+    stream: Annotated[bool, typer.Option(
+        help="Print the answer as it is generated, then its checked citations; a citation "
+        "the check removes is reported and the checked text shown. With --json: one JSON "
+        "event per line.")] = False,
     json_out: bool = JsonOption,
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
@@ -149,14 +154,22 @@ def ask_command(
             # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
             judge_config = config.llm()
             judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
-            answer = col.answer(
-                question, top_k=top_k, mode=mode, filters=filters, generator=gen,
+            options: dict[str, Any] = dict(
+                top_k=top_k, mode=mode, filters=filters, generator=gen,
                 token_budget=token_budget, threshold=threshold, persona=persona,
                 stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
                 judge=judge)
+            if stream:
+                from pgcite._streaming import stream_answer
+                from pgcite.cli._stream import print_stream
+
+                print_stream(stream_answer(col, question, **options), trace=trace,
+                             json_lines=json_out)
+                return
+            answer = col.answer(question, **options)
     if json_out:
         emit_json(answer)
     else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,9 @@ from pgcite.cli._ask import (
     generator_config,
 )
 from pgcite.cli._common import console, fail, settings, user_errors
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def _loopback(host: str) -> bool:
@@ -48,6 +51,7 @@ def serve_command(
     import uvicorn
 
     from pgcite.service import ServiceConfig, create_app
+    from pgcite.ui import mount_ui
 
     if not auth and not _loopback(host):
         raise fail(f"--no-auth would expose every collection on {host}",
@@ -59,6 +63,19 @@ def serve_command(
                                        llm_timeout, llm_model_path),
         )
         app = create_app(settings(), config=config)
-    console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, auth "
-                  f"{'on' if auth else 'OFF'}, generator {generator})")
+        mcp = _mount_mcp(app)
+        mount_ui(app)
+    console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, inspector: /ui, auth "
+                  f"{'on' if auth else 'OFF'}, generator {generator}"
+                  f"{', MCP: /mcp' if mcp else ''})")
     uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+def _mount_mcp(app: FastAPI) -> bool:
+    """MCP (streamable HTTP) at /mcp when the mcp extra is installed."""
+    try:
+        from pgcite.mcp._http import mount_mcp
+    except ImportError:
+        return False
+    mount_mcp(app)
+    return True

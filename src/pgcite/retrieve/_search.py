@@ -167,13 +167,23 @@ def run_search(
     # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
     with conn.pipeline(), conn.transaction(), conn.cursor(
             row_factory=psycopg.rows.dict_row) as cur:
-        # SET LOCAL: these settings end with the transaction, never leak to the pool.
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
-                    " set_config('hnsw.iterative_scan', 'strict_order', true)",
-                    (str(options.ef_search),))
+        cur.execute(SEARCH_SETTINGS, (str(options.ef_search),))
         cur.execute(statement, params)
         rows = cur.fetchall()
     timings["database"] = (time.perf_counter() - t0) * 1000
+    return shape_result(rows, query, info, snapshot, options=options, explain=explain,
+                        timings=timings, started=started)
+
+
+# SET LOCAL: these settings end with the search's transaction, never leak to the pool.
+SEARCH_SETTINGS = ("SELECT set_config('hnsw.ef_search', %s, true),"
+                   " set_config('hnsw.iterative_scan', 'strict_order', true)")
+
+
+def shape_result(rows: list[dict[str, Any]], query: str, info: CollectionInfo,
+                 snapshot: SnapshotInfo, *, options: SearchOptions, explain: bool,
+                 timings: dict[str, float], started: float) -> SearchResult:
+    """The statement's rows as a :class:`SearchResult` (sync and async searches alike)."""
     rows = _order(rows, options.ordering)
     hits = [_hit(row, i + 1, options.mode) for i, row in enumerate(rows[: options.top_k])]
     dropped = [_hit(row, i + 1 + options.top_k, options.mode)

@@ -140,6 +140,9 @@ class AnswerBody(QueryBody):
     generator: Literal["extractive"] | None = Field(
         default=None, description="force the extractive generator; null = the server's")
     self_check: SelfCheckBody | None = None
+    stream: bool = Field(default=False, description=(
+        "answer as server-sent events: `delta` events with text as it is generated, then one "
+        "`final` event with the checked answer (docs/http-api.md, 'Streamed answers')"))
 
 
 class _Camel(BaseModel):

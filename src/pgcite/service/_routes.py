@@ -22,6 +22,7 @@ from pgcite.service._models import (
     SearchResponse,
 )
 from pgcite.service._state import ServiceState, get_state
+from pgcite.service._stream import sse_answer
 from pgcite.store._collections import list_collections
 from pgcite.store._snapshots import active_snapshot
 
@@ -92,17 +93,25 @@ def answer(body: AnswerBody, access: Reader, state: State) -> Any:
     self-checks (grade, corrective, sufficiency) leave their steps in ``trace``."""
     generator = ExtractiveGenerator() if body.generator == "extractive" else state.generator
     threshold = body.threshold if body.threshold is not None else state.config.threshold
-    result = state.reader(access.info).answer(
-        body.question, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
+    options: dict[str, Any] = dict(
+        top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None)
+    if body.stream:
+        return sse_answer(state.reader(access.info), body.question, options,
+                          on_final=lambda result: _observe_answer(state, result))
+    result = state.reader(access.info).answer(body.question, **options)
+    _observe_answer(state, result)
+    return result
+
+
+def _observe_answer(state: ServiceState, result: Answer) -> None:
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages]
                                    + answer_outcomes(result))
     state.metrics.observe_routes(result.stages)
     state.metrics.answers.labels(result.generator, str(result.abstained).lower()).inc()
-    return result
 
 
 ops = APIRouter(tags=["operations"])

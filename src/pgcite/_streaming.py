@@ -1,0 +1,132 @@
+"""Streamed answers: the answer pipeline, unchanged, with its generator wrapped so that the text
+reaches the caller as it is written, and a final event that carries the *checked* answer.
+
+The guard runs on the whole text, after generation, exactly as for an unstreamed answer. So the
+final event says what the guard did to the text already shown: ``removed_citations`` lists every
+citation it dropped, and ``replaced`` is true when the checked text differs from what streamed
+(a dropped citation, an abstention, the attribution fallback, a generator that failed mid-way
+and was replaced by the extractive one). A client must then show the final ``answer.answer``
+instead of the streamed text; nothing the guard removed may stay on screen.
+
+Model-backed generators stream the model's pieces (:func:`pgcite.llm.chat_stream`); any other
+generator (the extractive one) streams its finished text sentence by sentence.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from pgcite.answer._extractive import ExtractiveGenerator
+from pgcite.answer._guard import check_citations
+from pgcite.answer._llm import ChatGenerator, system_prompt, user_prompt
+from pgcite.answer._types import Answer, GenerationRequest, Generator
+from pgcite.llm._stream import chat_stream
+
+if TYPE_CHECKING:
+    from pgcite._client import Collection
+
+# After a sentence end or a citation, before the next sentence (not before a citation).
+_SENTENCE_END = re.compile(r"(?<=[.!?\]])\s+(?=[^\s\[])")
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, serialize_by_alias=True,
+                              validate_by_name=True, frozen=True)
+
+
+class Delta(_Event):
+    """More text, to append to what was shown."""
+
+    event: Literal["delta"] = "delta"
+    text: str
+
+
+class Final(_Event):
+    """The checked answer; the stream ends with it."""
+
+    event: Literal["final"] = "final"
+    answer: Answer
+    streamed_text: str
+    removed_citations: list[str]
+    replaced: bool
+
+
+StreamEvent = Delta | Final
+
+
+def sentences(text: str) -> list[str]:
+    """``text`` in sentence-sized pieces that concatenate back to it exactly."""
+    pieces, last = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        pieces.append(text[last:match.end()])
+        last = match.end()
+    pieces.append(text[last:])
+    return [p for p in pieces if p]
+
+
+class StreamingGenerator:
+    """A generator that hands each piece of its text to ``emit`` as it is produced, and returns
+    the whole text to the pipeline as any generator does."""
+
+    def __init__(self, inner: Generator, emit: Callable[[str], None]) -> None:
+        self.inner, self.emit = inner, emit
+        self.name = inner.name
+        self.text = ""
+
+    def generate(self, request: GenerationRequest) -> str:
+        self.text = ""  # a retry (the pipeline's fallback) starts a new text
+        for piece in self._pieces(request):
+            self.text += piece
+            self.emit(piece)
+        return self.text
+
+    def _pieces(self, request: GenerationRequest) -> Iterator[str]:
+        if isinstance(self.inner, ChatGenerator):
+            yield from chat_stream(self.inner.chat, system_prompt(request),
+                                   user_prompt(request), max_tokens=self.inner.max_tokens)
+        else:
+            yield from sentences(self.inner.generate(request))
+
+
+_END = object()
+
+
+def stream_answer(collection: Collection, question: str, *,
+                  generator: Generator | None = None, **options: Any) -> Iterator[StreamEvent]:
+    """``collection.answer(question, **options)`` as events: deltas, then one :class:`Final`.
+    An error (bad filters, an unknown snapshot) is raised from the iterator, before any delta
+    when it happens during retrieval."""
+    events: queue.Queue[object] = queue.Queue()
+    tee = StreamingGenerator(generator or ExtractiveGenerator(),
+                             lambda text: events.put(Delta(text=text)))
+
+    def work() -> None:
+        try:
+            answer = collection.answer(question, generator=tee, **options)
+            events.put(_final(answer, tee.text))
+        except BaseException as exc:  # handed to the consumer, who raises it
+            events.put(exc)
+        finally:
+            events.put(_END)
+
+    threading.Thread(target=work, name="pgcite-stream-answer", daemon=True).start()
+    while (item := events.get()) is not _END:
+        if isinstance(item, BaseException):
+            raise item
+        assert isinstance(item, Delta | Final)
+        yield item
+
+
+def _final(answer: Answer, streamed: str) -> Final:
+    removed = (check_citations(streamed, {s.id for s in answer.sources}).removed
+               if streamed else [])
+    replaced = bool(streamed) and streamed.strip() != answer.answer.strip()
+    return Final(answer=answer, streamed_text=streamed, removed_citations=removed,
+                 replaced=replaced)

@@ -1,0 +1,138 @@
+"""The MCP server (official SDK, ``mcp`` 2.x: ``MCPServer``, formerly ``FastMCP``): tools to list
+collections, search, answer and read a passage by citation id; each collection as a resource.
+
+The tool descriptions are written for a model: what a citation id is, that filters are hard.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from pgcite import __version__
+from pgcite._errors import PgciteError
+from pgcite.answer._types import Generator
+from pgcite.mcp import _tools
+from pgcite.mcp._access import Access
+from pgcite.retrieve._filters import MetadataPredicate
+
+Resolver = Callable[[Context], Access]
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+pgcite searches document collections (diaries, papers, manuals…) stored in PostgreSQL and returns
+passages, each with a citation id: a stable string such as "d-1666-09-02-a" that names exactly one
+passage. Cite passages by that id in square brackets, [d-1666-09-02-a], and cite only ids that a
+tool returned. Start with list_collections to see each collection's date range, corpora and
+metadata fields. Filters are hard: with cutoff=1666-12-31 no passage dated after that day can be
+returned, so use a cutoff whenever the question is "as of" a date (e.g. what someone knew then)."""
+
+_CUTOFF = ("Hard date cutoff (YYYY-MM-DD): only passages whose date ends on or before it are "
+           "returned; undated passages are excluded when it is set.")
+_CORPORA = "Only passages from these corpora (tiers, e.g. ['A']); see list_collections."
+_METADATA = ("Hard metadata predicates, e.g. [{'key': 'place', 'op': 'eq', 'value': 'London'}];"
+             " ops: eq, in (a list value), lt, lte, gt, gte, exists. Unknown keys are an error.")
+_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                             open_world_hint=False)
+
+Cutoff = Annotated[dt.date | None, Field(description=_CUTOFF)]
+Corpora = Annotated[list[str] | None, Field(description=_CORPORA)]
+Metadata = Annotated[list[MetadataPredicate] | None, Field(description=_METADATA)]
+Snapshot = Annotated[int | None, Field(
+    description="A snapshot id to search (default: the collection's active snapshot).")]
+TopK = Annotated[int, Field(ge=1, le=50, description="How many passages to return.")]
+
+
+def _checked(call: Callable[[], T]) -> T:
+    """A pgcite error is the caller's to fix: its message (and hint) as the tool's error."""
+    try:
+        return call()
+    except PgciteError as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def build_server(resolve: Resolver, *, generator: Generator | None = None,
+                 threshold: float | None = None) -> MCPServer:
+    """An MCP server whose every call runs as ``resolve(ctx)`` allows; ``generator`` writes
+    answers (None: the extractive default) and ``threshold`` is their abstention threshold
+    (None: the embedding model's documented one)."""
+    server = MCPServer("pgcite", version=__version__, instructions=INSTRUCTIONS)
+
+    @server.tool(annotations=_READ_ONLY)
+    def list_collections(ctx: Context) -> list[_tools.CollectionSummary]:
+        """The collections you may search, each with its active snapshot's first and last
+        passage date, corpora, metadata fields (for filters), passage count and language."""
+        return _checked(lambda: _tools.list_collections(resolve(ctx)))
+
+    @server.tool(annotations=_READ_ONLY)
+    def search(
+        ctx: Context,
+        collection: Annotated[str, Field(description="A name from list_collections.")],
+        query: Annotated[str, Field(min_length=1, max_length=2000,
+                                    description="What to look for, in plain words.")],
+        top_k: TopK = 5,
+        mode: Annotated[Literal["hybrid", "keyword", "vector"], Field(
+            description="hybrid (default) fuses keyword (BM25) and vector search.")] = "hybrid",
+        cutoff: Cutoff = None,
+        corpora: Corpora = None,
+        metadata: Metadata = None,
+        snapshot_id: Snapshot = None,
+    ) -> _tools.SearchOut:
+        """Search a collection: passages ranked by relevance, each with its citation_id (cite it
+        as [citation_id]), dates, author and source. Filters are hard, applied in the database:
+        nothing outside them is ever returned."""
+        filters = _tools.filters_of(cutoff, corpora, metadata)
+        return _checked(lambda: _tools.search(
+            resolve(ctx), collection, query, top_k=top_k, mode=mode, filters=filters,
+            snapshot_id=snapshot_id))
+
+    @server.tool(annotations=_READ_ONLY)
+    def answer(
+        ctx: Context,
+        collection: Annotated[str, Field(description="A name from list_collections.")],
+        question: Annotated[str, Field(min_length=1, max_length=2000)],
+        top_k: TopK = 5,
+        cutoff: Cutoff = None,
+        corpora: Corpora = None,
+        metadata: Metadata = None,
+    ) -> _tools.AnswerOut:
+        """Answer a question from a collection's passages, with checked citations: every id in
+        `citations` is one of `sources` (ids the guard could not check are removed and said so
+        in `notes`). When the passages do not support an answer it abstains (`abstained`)."""
+        filters = _tools.filters_of(cutoff, corpora, metadata)
+        return _checked(lambda: _tools.answer(
+            resolve(ctx), collection, question, top_k=top_k, filters=filters,
+            generator=generator, threshold=threshold))
+
+    @server.tool(annotations=_READ_ONLY)
+    def get_passage(
+        ctx: Context,
+        collection: Annotated[str, Field(description="A name from list_collections.")],
+        citation_id: Annotated[str, Field(min_length=1, max_length=500, description=(
+            "A citation id exactly as search or answer returned it."))],
+        neighbours: Annotated[int, Field(ge=0, le=10, description=(
+            "How many passages of the same document to include before and after."))] = 1,
+        cutoff: Cutoff = None,
+        snapshot_id: Snapshot = None,
+    ) -> _tools.PassageWindowOut:
+        """Read one passage by its citation id, with its neighbours in the same document (for
+        context around a cited passage). A cutoff hides neighbours dated after it."""
+        filters = _tools.filters_of(cutoff, None, None)
+        return _checked(lambda: _tools.get_passage(
+            resolve(ctx), collection, citation_id, neighbours=neighbours, filters=filters,
+            snapshot_id=snapshot_id))
+
+    @server.resource(_tools.COLLECTION_URI, mime_type="application/json",
+                     description="A collection: language, model, date range, corpora, fields.")
+    def collection_resource(name: str, ctx: Context) -> str:
+        summary = _checked(lambda: _tools.describe(resolve(ctx), name))
+        return json.dumps(summary.model_dump(mode="json"), indent=2)
+
+    return server

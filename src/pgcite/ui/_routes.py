@@ -1,0 +1,135 @@
+"""The inspector's page and its one query endpoint, under the service's keys: a reader key may
+inspect its collection; snapshots and their gate evaluations come from the admin API
+(``GET /v1/collections/{c}/snapshots``), so they need an admin key, as they do there.
+
+``POST /ui/api/collections/{c}/inspect`` runs ``Collection.search`` with ``explain`` (each
+leg's ranks, and the candidates fusion ranked below ``top_k``) on the chosen snapshot, and
+optionally ``Collection.answer`` pinned to the same snapshot: nothing here searches on its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from importlib import resources
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._client import Collection
+from pgcite.answer._types import Answer, Generator
+from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
+from pgcite.retrieve._hits import Hit, SearchResult, StageEvent
+from pgcite.service._auth import Access, reader_access
+from pgcite.service._routes import ERRORS
+from pgcite.service._state import ServiceState, get_state
+
+_STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+
+
+class InspectBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=2000)
+    snapshot_id: int | None = Field(default=None, description="None: the active snapshot")
+    top_k: int = Field(default=10, ge=1, le=50)
+    mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
+    cutoff: dt.date | None = None
+    corpora: list[str] | None = Field(default=None, max_length=50)
+    filters: list[str] = Field(default_factory=list, max_length=32,
+                               description="as `pgcite search --filter`: key=value, key>=1665")
+    answer: bool = False
+
+
+class InspectOut(BaseModel):
+    collection: str
+    snapshot_id: int
+    query: str
+    mode: str
+    fused: list[Hit] = Field(description="what the search returns, in order")
+    keyword: list[Hit] = Field(description="the keyword (BM25) leg's candidates, by its rank")
+    vector: list[Hit] = Field(description="the vector leg's candidates, by its rank")
+    dropped: list[str] = Field(description="candidate ids fusion ranked below top_k")
+    stages: list[StageEvent]
+    timings_ms: dict[str, float]
+    confidence: float | None
+    answer: Answer | None
+
+
+class _Pinned(Collection):
+    """A collection whose every search reads one snapshot (so that answer() does too)."""
+
+    def __init__(self, base: Collection, snapshot_id: int) -> None:
+        super().__init__(base.client, base.info)
+        self.snapshot_id = snapshot_id
+
+    def search(self, query: str, **kwargs: Any) -> SearchResult:
+        kwargs.setdefault("snapshot_id", self.snapshot_id)
+        return super().search(query, **kwargs)
+
+
+def _filters(col: Collection, body: InspectBody) -> Filters:
+    columns, preds = parse_filter_args(body.filters)
+    if preds:
+        preds = coerce_predicates(preds, col._snapshot(body.snapshot_id).metadata_fields or {})
+    return Filters(corpora=body.corpora or None, cutoff=body.cutoff,
+                   authors=columns.get("author"), sources=columns.get("source"), metadata=preds)
+
+
+def _leg(candidates: list[Hit], rank: str) -> list[Hit]:
+    found = [h for h in candidates if getattr(h, rank) is not None]
+    return sorted(found, key=lambda h: getattr(h, rank))
+
+
+def inspect(col: Collection, body: InspectBody, generator: Generator | None = None
+            ) -> InspectOut:
+    filters = _filters(col, body)
+    result = col.search(body.query, top_k=body.top_k, mode=body.mode, filters=filters,
+                        snapshot_id=body.snapshot_id, explain=True)
+    candidates = [*result.hits, *result.dropped]
+    answer = None
+    if body.answer:
+        answer = _Pinned(col, result.snapshot_id).answer(
+            body.query, top_k=min(body.top_k, 10), mode=body.mode, filters=filters,
+            generator=generator)
+    return InspectOut(
+        collection=col.name, snapshot_id=result.snapshot_id, query=body.query, mode=body.mode,
+        fused=result.hits, keyword=_leg(candidates, "keyword_rank"),
+        vector=_leg(candidates, "vector_rank"), dropped=[h.id for h in result.dropped],
+        stages=result.stages, timings_ms=result.timings_ms, confidence=result.confidence,
+        answer=answer)
+
+
+router = APIRouter(tags=["inspector"])
+
+
+@router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
+def page() -> HTMLResponse:
+    """The inspector (no data in it: every datum comes from the keyed API)."""
+    return HTMLResponse(_asset("index.html"), headers={"Cache-Control": "no-store"})
+
+
+@router.get("/ui/static/{name}", include_in_schema=False)
+def static(name: str) -> Response:
+    if name not in _STATIC:
+        return Response(status_code=404)
+    return Response(_asset(name), media_type=_STATIC[name])
+
+
+@router.post("/ui/api/collections/{collection}/inspect", response_model=InspectOut,
+             responses=ERRORS)
+def inspect_route(body: InspectBody, access: Annotated[Access, Depends(reader_access)],
+                  state: Annotated[ServiceState, Depends(get_state)]) -> Any:
+    """Each leg's list, the fused list, what fusion dropped, the stages; optionally the answer
+    (on the same snapshot, with the same filters)."""
+    return inspect(state.reader(access.info), body, state.generator)
+
+
+def _asset(name: str) -> str:
+    return resources.files("pgcite.ui").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def mount_ui(app: FastAPI) -> None:
+    """Serve the inspector at ``/ui`` of a ``create_app()`` application."""
+    app.include_router(router)

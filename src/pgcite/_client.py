@@ -38,6 +38,7 @@ from pgcite.store._collections import (
     list_collections,
 )
 from pgcite.store._database import Database
+from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_without, list_documents
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
 
 if TYPE_CHECKING:
@@ -219,6 +220,36 @@ class Collection:
             chat=self.client.llm() if current.contextual == "llm" else None,
         )
         if gated and report.snapshot_id is not None:
+            from pgcite._lifecycle import gate_ingest
+
+            report = gate_ingest(self, report)
+        self.client.active_pointers().invalidate(self.name)
+        return report
+
+    def documents(self, *, snapshot_id: int | None = None, limit: int | None = None,
+                  offset: int = 0) -> list[DocumentInfo]:
+        """The documents of the active snapshot (or ``snapshot_id``): id, title, dates, author,
+        corpus, source and chunk count, oldest first."""
+        snapshot = self._snapshot(snapshot_id)
+        with self.client.connection() as conn:
+            return list_documents(conn, self.info, snapshot.snapshot_id, limit=limit,
+                                  offset=offset)
+
+    def delete_documents(self, ids: Sequence[str], *, activate: bool = True) -> DocumentsRemoved:
+        """A new snapshot: the active one without the documents ``ids`` (nothing stored is
+        deleted; ``pgcite snapshot rollback`` undoes it). It goes live as an ingest's would:
+        through the gate when the collection has a golden set (``report.gate`` says how it
+        went), not at all with ``activate=False``. An id the active snapshot does not hold is
+        an error, and then nothing changes."""
+        with self.client.connection() as conn:
+            info = get_collection(conn, self.name)
+        gated = activate and info.settings.golden is not None
+        with self.client.db.transaction() as conn:
+            base = active_snapshot(conn, info)
+            if base is None:
+                raise PgciteError(f"collection {self.name!r} has no active snapshot yet")
+            report = build_without(conn, info, base, ids, activate=activate and not gated)
+        if gated:
             from pgcite._lifecycle import gate_ingest
 
             report = gate_ingest(self, report)

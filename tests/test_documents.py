@@ -94,3 +94,23 @@ def test_delete_without_activation_leaves_the_live_snapshot(docs_col: pgcite.Col
     assert not report.activated and report.snapshot_id is not None
     assert docs_col.active_snapshot().snapshot_id == active
     assert len(docs_col.documents(snapshot_id=report.snapshot_id)) == 11
+
+
+def test_search_and_ask_a_named_snapshot(docs_col: pgcite.Collection,
+                                         settings: Settings) -> None:
+    active = docs_col.active_snapshot().snapshot_id
+    built = docs_col.delete_documents(["e-1668-01-01"], activate=False).snapshot_id
+    assert built is not None
+    query = ("search", docs_col.name, "the theatre to see Macbeth", "--mode", "keyword")
+    out = cli(settings, *query, "--snapshot", str(built), "--json")
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    assert payload["snapshot_id"] == built
+    assert all(h["document_id"] != "e-1668-01-01" for h in payload["hits"])
+    live = json.loads(cli(settings, *query, "--json").output)
+    assert live["snapshot_id"] == active and live["hits"][0]["document_id"] == "e-1668-01-01"
+    out = cli(settings, "ask", docs_col.name, "Macbeth", "--snapshot", str(built), "--json")
+    assert out.exit_code == 0 and json.loads(out.output)["snapshotId"] == built
+    out = cli(settings, *query, "--snapshot", "999")
+    assert out.exit_code == 1 and "has no snapshot 999" in out.output
+    assert "Traceback" not in out.output

@@ -377,6 +377,7 @@ class Collection:
         self_check: SelfCheckOptions | Mapping[str, Any] | None = None,
         judge: ChatModel | None = None,
         external: ExternalSearch | None = None,
+        snapshot_id: int | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -384,6 +385,8 @@ class Collection:
         ``stages``: retrieval stage overrides (as in :meth:`search`). ``self_check``: grading,
         the corrective loop and the sufficiency check, e.g. ``{"grade": True}``, judged by
         ``judge`` or the client's configured LLM (docs/answers.md, "Self-correcting").
+        ``snapshot_id``: answer from that snapshot instead of the active one (as in
+        :meth:`search`).
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
@@ -397,18 +400,30 @@ class Collection:
             attribution_fallback=attribution_fallback,
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
+            snapshot_id=snapshot_id,
         )
         return answer_question(self, question, options=options, filters=filters, cutoff=cutoff,
                                corpora=corpora, generator=generator, judge=judge,
                                external=external)
 
+    def snapshot(self, snapshot_id: int | None = None) -> SnapshotInfo:
+        """The snapshot ``snapshot_id`` (default: the active one); only a ready snapshot
+        can be searched or listed."""
+        return self._snapshot(snapshot_id)
+
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:
             return self.active_snapshot()
-        for snap in self.snapshots():
+        snapshots = self.snapshots()
+        for snap in snapshots:
             if snap.snapshot_id == snapshot_id:
+                if snap.state != "ready":
+                    raise PgciteError(f"snapshot {snapshot_id} of {self.name!r} is "
+                                      f"{snap.state}, not ready: it cannot be searched")
                 return snap
-        raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}")
+        known = ", ".join(str(s.snapshot_id) for s in snapshots)
+        raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}",
+                          hint=f"snapshots: {known}" if known else "ingest documents first")
 
 
 def _check_query_dim(

@@ -13,6 +13,7 @@ from pgcite.cli._common import (
     CutoffOpt,
     JsonOption,
     ModeOpt,
+    SnapshotOpt,
     cli_filters,
     console,
     emit_json,
@@ -129,6 +130,7 @@ def ask_command(
     budget: Annotated[float, typer.Option(
         min=0.1, max=600, help="Total seconds for the self-correcting steps.",
         rich_help_panel="Self-correcting")] = 30.0,
+    snapshot: SnapshotOpt = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
@@ -143,7 +145,7 @@ def ask_command(
         gen = make_generator(config)
         with Client(settings()) as client:
             col = client.collection(collection)
-            filters = cli_filters(col, corpus, cutoff, filter_)
+            filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
             # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
             judge_config = config.llm()
             judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
@@ -154,7 +156,7 @@ def ask_command(
                                  route_llm),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
-                judge=judge)
+                judge=judge, snapshot_id=snapshot)
     if json_out:
         emit_json(answer)
     else:

@@ -13,6 +13,7 @@ from pgcite.cli._common import (
     CutoffOpt,
     JsonOption,
     ModeOpt,
+    SnapshotOpt,
     cli_filters,
     console,
     emit_json,
@@ -95,6 +96,7 @@ def search_command(
     rerank: RerankOpt = None,
     rerank_depth: RerankDepthOpt = None,
     boost: BoostOpt = None,
+    snapshot: SnapshotOpt = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
@@ -103,12 +105,12 @@ def search_command(
 
     with user_errors(), Client(settings()) as client:
         col = client.collection(collection)
-        filters = cli_filters(col, corpus, cutoff, filter_)
+        filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
         stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm)
         result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
                             ordering=ordering, fusion=fusion,  # type: ignore[arg-type]
-                            stages=stages)
+                            stages=stages, snapshot_id=snapshot)
     if json_out:
         emit_json(result)
     else:

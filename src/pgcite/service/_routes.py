@@ -21,6 +21,7 @@ from pgcite.service._models import (
     SearchHit,
     SearchResponse,
 )
+from pgcite.service._pinned import pinned_snapshot
 from pgcite.service._state import ServiceState, get_state
 from pgcite.store._collections import list_collections
 from pgcite.store._snapshots import active_snapshot
@@ -77,7 +78,8 @@ def search(body: SearchBody, access: Reader, state: State) -> Any:
     decompose, hyde, rerank, boosts) say what they did in ``stages``."""
     result = state.reader(access.info).search(
         body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
-        stages=body.stage_overrides())
+        stages=body.stage_overrides(),
+        snapshot_id=pinned_snapshot(access, state, body.snapshot))
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     state.metrics.observe_routes(result.stages)
@@ -95,7 +97,8 @@ def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         body.question, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
-        self_check=body.self_check.model_dump() if body.self_check else None)
+        self_check=body.self_check.model_dump() if body.self_check else None,
+        snapshot_id=pinned_snapshot(access, state, body.snapshot))
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages]
                                    + answer_outcomes(result))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 import pgcite
@@ -42,3 +43,18 @@ def test_eval_strict_exits_1_naming_the_failed_floor(diary: pgcite.Collection,
     assert code == 1 and "ndcg@10" in err and "< floor 1.00" in err
     code, _, err = cli(settings, *args, "--strict", "--floor", "recall=2")
     assert code == 2 and "bad floor" in err and "Traceback" not in err
+
+
+def test_a_stage_asked_for_but_skipped_says_so(diary: pgcite.Collection, settings: Settings,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("PGCITE_LLM", "PGCITE_LLM_BASE_URL", "PGCITE_RERANKER"):
+        monkeypatch.delenv(var, raising=False)
+    # the router is on by default: a long question without names is not the keyword route
+    code, out, _ = cli(settings, "search", diary.name, "fire", "--hyde")
+    assert code == 0 and "note: hyde skipped: no LLM configured" in out, out
+    code, out, _ = cli(settings, "search", diary.name, "fire", "--hyde", "--no-route")
+    assert code == 0 and "note: hyde skipped: no LLM configured" in out, out
+    code, out, _ = cli(settings, "search", diary.name, "fire", "--rerank")
+    assert "note: rerank skipped: no reranker configured" in out, out
+    code, out, _ = cli(settings, "ask", diary.name, "What burned?", "--hyde", "--no-trace")
+    assert code == 0 and "note: hyde skipped: no LLM configured" in out, out

@@ -27,6 +27,7 @@ from pgcite.cli._stages import (
     RerankOpt,
     RouteLlmOpt,
     RouteOpt,
+    print_stage_events,
     stage_overrides,
 )
 
@@ -76,10 +77,8 @@ def print_answer(answer: Answer, *, trace: bool) -> None:
             mark = "*" if source.id in answer.citations else " "
             console.print(f" {mark} \\[{escape(source.id)}]  {source.date or 'undated'}  "
                           f"[dim]{escape(source.citation)}[/]", highlight=False)
+    print_stage_events([s for s in answer.stages if trace or s.outcome != "applied"])
     if trace:
-        for stage in answer.stages:
-            console.print(f"[dim]{stage.stage} {stage.outcome}: {escape(stage.detail)}[/]",
-                          highlight=False)
         for event in answer.trace:
             console.print(f"[dim]{event.step}: {escape(event.detail)}[/]", highlight=False)
     conf = "-" if answer.confidence is None else f"{answer.confidence:.3f}"

@@ -27,6 +27,7 @@ from pgcite.cli._stages import (
     RerankOpt,
     RouteLlmOpt,
     RouteOpt,
+    print_stage_events,
     stage_overrides,
 )
 from pgcite.retrieve._hits import Hit, SearchResult
@@ -51,9 +52,7 @@ def print_hits(result: SearchResult, *, explain: bool) -> None:
         console.print(f"   {escape(_excerpt(hit.body))}", highlight=False)
     if explain:
         _print_explain(result.hits, result.dropped)
-    for event in result.stages:
-        console.print(f"[dim]{event.stage} {event.outcome}: {escape(event.detail)} "
-                      f"({event.ms:.0f} ms)[/]", highlight=False)
+    print_stage_events(result.stages)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
     console.print(f"[dim]{result.mode} · snapshot {result.snapshot_id} · "
                   f"{result.embedding_model} · {timings}[/]")

@@ -58,3 +58,43 @@ def test_a_stage_asked_for_but_skipped_says_so(diary: pgcite.Collection, setting
     assert "note: rerank skipped: no reranker configured" in out, out
     code, out, _ = cli(settings, "ask", diary.name, "What burned?", "--hyde", "--no-trace")
     assert code == 0 and "note: hyde skipped: no LLM configured" in out, out
+
+
+def test_demo_refuses_missing_data_before_creating_anything(client: pgcite.Client,
+                                                            settings: Settings,
+                                                            tmp_path: Path) -> None:
+    for args in (["--full", "--data", str(tmp_path / "nowhere")],
+                 ["--source", str(tmp_path / "missing.jsonl")]):
+        code, out, err = cli(settings, "demo", "--collection", "demo_missing", *args)
+        assert code == 1 and "nothing was created" in err and "Traceback" not in out + err
+        assert "demo_missing" not in {c.name for c in client.collections()}
+
+
+def test_demo_finds_the_full_diary_from_anywhere(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    from pgcite.cli._demo import full_diary
+
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo.parent / "shared/data/pepys-diary/entries.jsonl").is_file():
+        pytest.skip("no shared/data beside this checkout")
+    monkeypatch.chdir(tmp_path)  # not the repository root: found from the package's checkout
+    found = full_diary(None)
+    assert found.is_file() and found.parts[-4:] == ("shared", "data", "pepys-diary",
+                                                    "entries.jsonl")
+    assert full_diary(found.parent) == found  # --data takes the folder or the file
+
+
+def test_demo_says_where_it_stored_data_and_what_to_try(client: pgcite.Client,
+                                                        settings: Settings) -> None:
+    from .conftest import DIARY
+
+    code, out, err = cli(settings, "demo", "--collection", "demo_small", "--source", str(DIARY))
+    try:
+        assert code == 0, out + err
+        assert f"stored in {settings.data_dir}" in out.replace("\n", "")
+        assert "pgcite documents list demo_small" in out and "pgcite ask demo_small" in out
+        code, out, _ = cli(settings, "demo", "--collection", "demo_small", "--source",
+                           str(DIARY), "--json")
+        assert code == 0 and len(json.loads(out)["next"]) == 3
+    finally:
+        client.drop_collection("demo_small", missing_ok=True)

@@ -98,3 +98,28 @@ def test_demo_says_where_it_stored_data_and_what_to_try(client: pgcite.Client,
         assert code == 0 and len(json.loads(out)["next"]) == 3
     finally:
         client.drop_collection("demo_small", missing_ok=True)
+
+
+def test_one_json_casing_for_search_ask_and_http(diary: pgcite.Collection, client: pgcite.Client,
+                                                 settings: Settings) -> None:
+    from fastapi.testclient import TestClient
+
+    from pgcite.service import ServiceConfig, create_app
+
+    code, out, _ = cli(settings, "search", diary.name, "cheese", "--json")
+    cli_search = json.loads(out)
+    code, out, _ = cli(settings, "ask", diary.name, "Where was the cheese buried?", "--json")
+    cli_answer = json.loads(out)
+    app = create_app(client=client, config=ServiceConfig(warm_up=False, auth=False))
+    with TestClient(app) as api:
+        url = f"/v1/collections/{diary.name}"
+        http_search = api.post(f"{url}/search", json={"query": "cheese"}).json()
+        http_answer = api.post(f"{url}/answer",
+                               json={"question": "Where was the cheese buried?"}).json()
+    # the same names for the same things: the CLI prints every HTTP field (and a few more)
+    assert set(http_search) <= set(cli_search) and "snapshotId" in cli_search
+    assert set(http_search["hits"][0]) <= set(cli_search["hits"][0])
+    assert {"documentId", "timingsMs", "embeddingModel"} <= set(cli_search["hits"][0]) | set(
+        cli_search)
+    assert set(http_answer) == set(cli_answer) and "snapshotId" in cli_answer
+    assert not [k for k in [*cli_search, *cli_search["hits"][0], *cli_answer] if "_" in k]

@@ -33,9 +33,9 @@ def test_list_shows_dates_corpus_and_chunks(docs_col: pgcite.Collection,
     docs = {d["id"]: d for d in json.loads(out.output)}
     assert len(docs) == 12
     fire = docs["d-1666-09-02"]
-    assert (fire["date_start"], fire["corpus"], fire["author"], fire["chunks"]) == (
+    assert (fire["dateStart"], fire["corpus"], fire["author"], fire["chunks"]) == (
         "1666-09-02", "A", "Samuel Pepys", 1)
-    assert docs["n-undated"]["date_start"] is None
+    assert docs["n-undated"]["dateStart"] is None
     assert list(docs)[-1] == "n-undated"  # oldest first, undated last
     human = cli(settings, "documents", "list", docs_col.name)
     assert human.exit_code == 0 and "d-1660-01-01" in human.output and "1660-01-01" in human.output
@@ -48,8 +48,8 @@ def test_delete_builds_a_new_active_snapshot_without_them(docs_col: pgcite.Colle
               "--json")
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
-    assert report["activated"] and report["from_snapshot"] == before
-    assert docs_col.active_snapshot().snapshot_id == report["snapshot_id"] != before
+    assert report["activated"] and report["fromSnapshot"] == before
+    assert docs_col.active_snapshot().snapshot_id == report["snapshotId"] != before
     ids = {d.id for d in docs_col.documents()}
     assert len(ids) == 10 and not ids & {"e-1668-01-01", "n-undated"}
     assert all(h.document_id != "e-1668-01-01"
@@ -105,10 +105,10 @@ def test_search_and_ask_a_named_snapshot(docs_col: pgcite.Collection,
     out = cli(settings, *query, "--snapshot", str(built), "--json")
     assert out.exit_code == 0, out.output
     payload = json.loads(out.output)
-    assert payload["snapshot_id"] == built
-    assert all(h["document_id"] != "e-1668-01-01" for h in payload["hits"])
+    assert payload["snapshotId"] == built
+    assert all(h["documentId"] != "e-1668-01-01" for h in payload["hits"])
     live = json.loads(cli(settings, *query, "--json").output)
-    assert live["snapshot_id"] == active and live["hits"][0]["document_id"] == "e-1668-01-01"
+    assert live["snapshotId"] == active and live["hits"][0]["documentId"] == "e-1668-01-01"
     out = cli(settings, "ask", docs_col.name, "Macbeth", "--snapshot", str(built), "--json")
     assert out.exit_code == 0 and json.loads(out.output)["snapshotId"] == built
     out = cli(settings, *query, "--snapshot", "999")

@@ -6,17 +6,16 @@ A delete builds a NEW, inactive snapshot (as an upload does) that goes live thro
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
 from pgcite.service._auth import Access, admin_access, reader_access
 from pgcite.service._errors import ApiError
-from pgcite.service._models import _Camel
 from pgcite.service._pinned import SnapshotQuery, pinned_snapshot
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
+from pgcite.store._documents import DocumentInfo, DocumentsRemoved
 
 MAX_DOCUMENTS_PAGE = 1000
 MAX_DELETE_IDS = 100
@@ -27,26 +26,7 @@ Reader = Annotated[Access, Depends(reader_access)]
 Admin = Annotated[Access, Depends(admin_access)]
 
 
-class DocumentOut(_Camel):
-    id: str
-    title: str | None
-    date_start: dt.date | None
-    date_end: dt.date | None
-    author: str | None
-    corpus: str | None
-    source: str | None
-    chunks: int
-
-
-class DeletionOut(_Camel):
-    collection: str
-    removed: list[str]
-    from_snapshot: int
-    snapshot_id: int | None
-    activated: bool
-
-
-@router.get("/v1/collections/{collection}/documents", response_model=list[DocumentOut],
+@router.get("/v1/collections/{collection}/documents", response_model=list[DocumentInfo],
             responses=ERRORS)
 def documents(
     access: Reader, state: State, snapshot: SnapshotQuery = None,
@@ -56,12 +36,11 @@ def documents(
     """The documents of the active snapshot (or ``snapshot``), oldest first: id, title, dates,
     author, corpus, source and chunk count. Page with ``limit`` and ``offset``."""
     snapshot_id = pinned_snapshot(access, state, snapshot)
-    docs = state.reader(access.info).documents(snapshot_id=snapshot_id, limit=limit,
+    return state.reader(access.info).documents(snapshot_id=snapshot_id, limit=limit,
                                                offset=offset)
-    return [DocumentOut(**d.model_dump()) for d in docs]
 
 
-@router.delete("/v1/collections/{collection}/documents", response_model=DeletionOut,
+@router.delete("/v1/collections/{collection}/documents", response_model=DocumentsRemoved,
                status_code=201, responses=ERRORS)
 def delete_documents(
     access: Admin, state: State,
@@ -73,7 +52,4 @@ def delete_documents(
     the active snapshot does not hold is a 400, and nothing is built."""
     if any("\x00" in i or len(i) > 1000 for i in ids):
         raise ApiError(400, "a document id must be at most 1000 characters, without NUL")
-    report = state.client.collection(access.info.name).delete_documents(ids, activate=False)
-    return DeletionOut(collection=report.collection, removed=report.removed,
-                       from_snapshot=report.from_snapshot, snapshot_id=report.snapshot_id,
-                       activated=report.activated)
+    return state.client.collection(access.info.name).delete_documents(ids, activate=False)

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from pgcite._camel import CAMEL, CamelModel
 from pgcite._errors import PgciteError
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import (
@@ -27,10 +28,10 @@ from pgcite.store._snapshots import (
 )
 
 
-class DocumentInfo(BaseModel):
-    """One document of a snapshot, as its chunks describe it."""
+class DocumentInfo(CamelModel):
+    """One document of a snapshot, as its chunks describe it (JSON: camelCase)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(**CAMEL, frozen=True)
 
     id: str
     title: str | None
@@ -42,7 +43,7 @@ class DocumentInfo(BaseModel):
     chunks: int
 
 
-class DocumentsRemoved(BaseModel):
+class DocumentsRemoved(CamelModel):
     """What ``delete_documents`` did: the snapshot built without them, and whether it is live."""
 
     collection: str

@@ -123,3 +123,41 @@ def test_one_json_casing_for_search_ask_and_http(diary: pgcite.Collection, clien
         cli_search)
     assert set(http_answer) == set(cli_answer) and "snapshotId" in cli_answer
     assert not [k for k in [*cli_search, *cli_search["hits"][0], *cli_answer] if "_" in k]
+
+
+FILLER = ("Up early and to the office, where all the morning busy with accounts and letters "
+          "to my Lord and the Duke. ") * 6
+
+
+def test_snippets_highlight_the_matched_words(client: pgcite.Client, settings: Settings,
+                                              tmp_path: Path) -> None:
+    source = tmp_path / "long.jsonl"
+    source.write_text(json.dumps({"_id": "long-1", "date": "1666-09-05", "text": FILLER + (
+        "At night the fires still burned, and I buried my Parmazan cheese in the garden.")})
+        + "\n" + json.dumps({"_id": "other-1", "date": "1666-09-06",
+                             "text": "A quiet day at home with my wife."}) + "\n")
+    col = client.create_collection("snippet_ux")
+    try:
+        assert col.ingest([source]).activated
+        hit = col.search("Where did he bury the cheese during the fire?", top_k=1).hits[0]
+        assert hit.snippet is not None and len(hit.snippet) < len(hit.body)
+        marked = [hit.snippet[a:b].lower() for a, b in hit.highlights]
+        # stemmed by the collection's text-search config: "fires" and "buried" match too
+        assert {"fires", "buried", "cheese"} <= set(marked), marked
+        assert "Parmazan cheese" in hit.snippet  # a window around the match, not the opening
+        code, out, _ = cli(settings, "search", col.name, "cheese fire", "--json")
+        top = json.loads(out)["hits"][0]
+        assert [top["snippet"][a:b] for a, b in top["highlights"]] == ["fires", "cheese"]
+        code, out, _ = cli(settings, "search", col.name, "Parmazan cheese")
+        assert code == 0 and "Parmazan cheese in the garden" in out.replace("\n", " ")
+        assert col.search("cheese", snippets=False).hits[0].snippet is None
+    finally:
+        client.drop_collection(col.name)
+
+
+def test_unmark_gives_plain_text_and_spans() -> None:
+    from pgcite.retrieve._snippets import unmark
+
+    text, spans = unmark("the \ue000fire\ue001 and \ue000cheese\ue001.")
+    assert text == "the fire and cheese." and spans == [(4, 8), (13, 19)]
+    assert unmark("no match") == ("no match", [])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import Ordering, SearchOptions, run_search
+from pgcite.retrieve._snippets import with_snippets
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
     CollectionInfo,
@@ -277,6 +279,7 @@ class Collection:
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
         stages: Stages | Mapping[str, Any] | None = None,
+        snippets: bool = True,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
@@ -285,6 +288,8 @@ class Collection:
         set with ``pgcite collection set --fusion/--weights``). ``stages`` overrides the
         collection's optional quality stages for this query, e.g. ``{"rerank": True}``
         (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
+        ``snippets``: give each hit a ``snippet`` around the words that matched, with their
+        ``highlights`` (one more statement over the returned hits; docs/retrieval.md).
         """
         plan = Stages.model_validate(self.info.settings.stages).merged(stages)
         kwargs: dict[str, Any] = dict(
@@ -293,7 +298,8 @@ class Collection:
             weights=weights, ef_search=ef_search, fusion=fusion, term_depth=term_depth,
             snapshot_id=snapshot_id)
         if not plan.active:
-            return self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
+            result = self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
+            return self._with_snippets(result) if snippets else result
         snapshot = self._snapshot(snapshot_id)
         embedder = (embedder_for_key(snapshot.embed_model, self.client.settings)
                     if mode != "keyword" else None)
@@ -307,8 +313,16 @@ class Collection:
 
         models = StageModels(chat=self.client.llm(), reranker=self.client.reranker(),
                              embedder=embedder)
-        return staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
-                             cutoff=kwargs["filters"].cutoff)
+        result = staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
+                               cutoff=kwargs["filters"].cutoff)
+        return self._with_snippets(result) if snippets else result
+
+    def _with_snippets(self, result: SearchResult) -> SearchResult:
+        started = time.perf_counter()
+        with self.client.connection() as conn:
+            hits = with_snippets(conn, self.info.ts_config, result.query, result.hits)
+        timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
+        return result.model_copy(update={"hits": hits, "timings_ms": timings})
 
     def _tilt(self, requested: tuple[float, float] | None,
               route: tuple[float, float] | None) -> tuple[float, float] | None:

@@ -38,6 +38,19 @@ def _excerpt(text: str, width: int = 160) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def highlighted(hit: Hit) -> str:
+    """The hit's snippet as rich markup, its matched words highlighted (else its opening)."""
+    if hit.snippet is None:
+        return escape(_excerpt(hit.body))
+    parts, at = [], 0
+    for start, end in hit.highlights:
+        parts += [escape(hit.snippet[at:start]),
+                  f"[bold yellow]{escape(hit.snippet[start:end])}[/]"]
+        at = end
+    parts.append(escape(hit.snippet[at:]))
+    return " ".join("".join(parts).split())
+
+
 def _rank(value: int | None) -> str:
     return "-" if value is None else str(value)
 
@@ -49,7 +62,7 @@ def print_hits(result: SearchResult, *, explain: bool) -> None:
         date = hit.date_start.isoformat() if hit.date_start else "undated"
         console.print(f"[bold]{hit.rank}. \\[{escape(hit.id)}][/]  {date}  "
                       f"[dim]{escape(hit.citation)}[/]", highlight=False)
-        console.print(f"   {escape(_excerpt(hit.body))}", highlight=False)
+        console.print(f"   {highlighted(hit)}", highlight=False)
     if explain:
         _print_explain(result.hits, result.dropped)
     print_stage_events(result.stages)

@@ -41,6 +41,11 @@ class Hit(CamelModel):
     vector_distance: float | None = Field(
         default=None, description="cosine distance", serialization_alias="distance",
         validation_alias=AliasChoices("distance"))
+    snippet: str | None = Field(default=None, description="a window of the passage around "
+                                "the words that matched (None: not computed)")
+    highlights: list[tuple[int, int]] = Field(
+        default_factory=list, description="[start, end) of each matched word in snippet, "
+        "in Unicode code points")
 
 
 class StageEvent(CamelModel):

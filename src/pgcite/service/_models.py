@@ -167,6 +167,11 @@ class SearchHit(_Camel):
     vector_rank: int | None
     text: str
     metadata: dict[str, Any]
+    snippet: str | None = Field(default=None, description="a window of text around the "
+                                "words that matched")
+    highlights: list[tuple[int, int]] = Field(
+        default_factory=list, description="[start, end) of each matched word in snippet, in "
+        "Unicode code points")
 
 
 class SearchResponse(_Camel):

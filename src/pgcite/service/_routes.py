@@ -42,6 +42,7 @@ def _search_hit(hit: Hit) -> SearchHit:
         date_end=hit.date_end.isoformat() if hit.date_end else None, score=hit.score,
         distance=hit.vector_distance, keyword_rank=hit.keyword_rank,
         vector_rank=hit.vector_rank, text=hit.body, metadata=hit.metadata,
+        snippet=hit.snippet, highlights=hit.highlights,
     )
 
 

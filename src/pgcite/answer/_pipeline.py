@@ -144,7 +144,8 @@ def answer_question(
 
     def search(text: str, top_k: int) -> SearchResult:
         return collection.search(text, top_k=top_k, mode=options.mode, filters=merged,
-                                 stages=options.stages, snapshot_id=options.snapshot_id)
+                                 stages=options.stages, snapshot_id=options.snapshot_id,
+                                 snippets=False)  # sources carry their own excerpts
 
     result = search(question, options.top_k)
     run = _Run(question, result, _Policy(collection, options, result))

@@ -67,7 +67,7 @@ def test_search_json_and_bad_filter(cli_env: None, diary: pgcite.Collection) -> 
     code, out = run("search", diary.name, "cheese", "--json", "--cutoff", "1666-12-31")
     assert code == 0
     payload = json.loads(out)
-    assert payload["hits"] and all(h["date_end"] <= "1666-12-31" for h in payload["hits"])
+    assert payload["hits"] and all(h["dateEnd"] <= "1666-12-31" for h in payload["hits"])
     code, out = run("search", diary.name, "cheese", "--filter", "yeer=1666")
     assert code == 2 and "unknown metadata field 'yeer'" in out
     code, out = run("search", diary.name, "cheese", "--filter", "year>=1666", "--json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,7 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import Ordering, SearchOptions, run_search
+from pgcite.retrieve._snippets import with_snippets
 from pgcite.retrieve._undated import undated_excluded
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
@@ -39,6 +41,7 @@ from pgcite.store._collections import (
     list_collections,
 )
 from pgcite.store._database import Database
+from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_without, list_documents
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
 
 R = TypeVar("R", SearchResult, Answer)
@@ -233,6 +236,36 @@ class Collection:
         self.client.active_pointers().invalidate(self.name)
         return report
 
+    def documents(self, *, snapshot_id: int | None = None, limit: int | None = None,
+                  offset: int = 0) -> list[DocumentInfo]:
+        """The documents of the active snapshot (or ``snapshot_id``): id, title, dates, author,
+        corpus, source and chunk count, oldest first."""
+        snapshot = self._snapshot(snapshot_id)
+        with self.client.connection() as conn:
+            return list_documents(conn, self.info, snapshot.snapshot_id, limit=limit,
+                                  offset=offset)
+
+    def delete_documents(self, ids: Sequence[str], *, activate: bool = True) -> DocumentsRemoved:
+        """A new snapshot: the active one without the documents ``ids`` (nothing stored is
+        deleted; ``pgcite snapshot rollback`` undoes it). It goes live as an ingest's would:
+        through the gate when the collection has a golden set (``report.gate`` says how it
+        went), not at all with ``activate=False``. An id the active snapshot does not hold is
+        an error, and then nothing changes."""
+        with self.client.connection() as conn:
+            info = get_collection(conn, self.name)
+        gated = activate and info.settings.golden is not None
+        with self.client.db.transaction() as conn:
+            base = active_snapshot(conn, info)
+            if base is None:
+                raise PgciteError(f"collection {self.name!r} has no active snapshot yet")
+            report = build_without(conn, info, base, ids, activate=activate and not gated)
+        if gated:
+            from pgcite._lifecycle import gate_ingest
+
+            report = gate_ingest(self, report)
+        self.client.active_pointers().invalidate(self.name)
+        return report
+
     def search(
         self,
         query: str,
@@ -254,6 +287,7 @@ class Collection:
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
         stages: Stages | Mapping[str, Any] | None = None,
+        snippets: bool = True,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
@@ -262,6 +296,8 @@ class Collection:
         set with ``pgcite collection set --fusion/--weights``). ``stages`` overrides the
         collection's optional quality stages for this query, e.g. ``{"rerank": True}``
         (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
+        ``snippets``: give each hit a ``snippet`` around the words that matched, with their
+        ``highlights`` (one more statement over the returned hits; docs/retrieval.md).
         """
         plan = Stages.model_validate(self.info.settings.stages).merged(stages)
         kwargs: dict[str, Any] = dict(
@@ -271,7 +307,7 @@ class Collection:
             snapshot_id=snapshot_id)
         if not plan.active:
             result = self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
-            return self._note_undated(result, kwargs["filters"])
+            return self._finish(result, kwargs["filters"], snippets)
         snapshot = self._snapshot(snapshot_id)
         embedder = (embedder_for_key(snapshot.embed_model, self.client.settings)
                     if mode != "keyword" else None)
@@ -287,7 +323,12 @@ class Collection:
                              embedder=embedder)
         result = staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
                                cutoff=kwargs["filters"].cutoff)
-        return self._note_undated(result, kwargs["filters"])
+        return self._finish(result, kwargs["filters"], snippets)
+
+    def _finish(self, result: SearchResult, filters: Filters,
+                snippets: bool) -> SearchResult:
+        result = self._with_snippets(result) if snippets else result
+        return self._note_undated(result, filters)
 
     def _note_undated(self, result: R, filters: Filters) -> R:
         """``result`` with the count of undated passages its cutoff left out (docs/ingest.md)."""
@@ -296,6 +337,13 @@ class Collection:
                 result.undated_excluded = undated_excluded(
                     conn, self.info, self._snapshot(result.snapshot_id), filters)
         return result
+
+    def _with_snippets(self, result: SearchResult) -> SearchResult:
+        started = time.perf_counter()
+        with self.client.connection() as conn:
+            hits = with_snippets(conn, self.info.ts_config, result.query, result.hits)
+        timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
+        return result.model_copy(update={"hits": hits, "timings_ms": timings})
 
     def _tilt(self, requested: tuple[float, float] | None,
               route: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -364,6 +412,7 @@ class Collection:
         self_check: SelfCheckOptions | Mapping[str, Any] | None = None,
         judge: ChatModel | None = None,
         external: ExternalSearch | None = None,
+        snapshot_id: int | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -371,6 +420,8 @@ class Collection:
         ``stages``: retrieval stage overrides (as in :meth:`search`). ``self_check``: grading,
         the corrective loop and the sufficiency check, e.g. ``{"grade": True}``, judged by
         ``judge`` or the client's configured LLM (docs/answers.md, "Self-correcting").
+        ``snapshot_id``: answer from that snapshot instead of the active one (as in
+        :meth:`search`).
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
@@ -384,19 +435,31 @@ class Collection:
             attribution_fallback=attribution_fallback,
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
+            snapshot_id=snapshot_id,
         )
         answer = answer_question(self, question, options=options, filters=filters,
                                  cutoff=cutoff, corpora=corpora, generator=generator,
                                  judge=judge, external=external)
         return self._note_undated(answer, merge_filters(filters, cutoff, corpora, None))
 
+    def snapshot(self, snapshot_id: int | None = None) -> SnapshotInfo:
+        """The snapshot ``snapshot_id`` (default: the active one); only a ready snapshot
+        can be searched or listed."""
+        return self._snapshot(snapshot_id)
+
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:
             return self.active_snapshot()
-        for snap in self.snapshots():
+        snapshots = self.snapshots()
+        for snap in snapshots:
             if snap.snapshot_id == snapshot_id:
+                if snap.state != "ready":
+                    raise PgciteError(f"snapshot {snapshot_id} of {self.name!r} is "
+                                      f"{snap.state}, not ready: it cannot be searched")
                 return snap
-        raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}")
+        known = ", ".join(str(s.snapshot_id) for s in snapshots)
+        raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}",
+                          hint=f"snapshots: {known}" if known else "ingest documents first")
 
 
 def _check_query_dim(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from pgcite._client import Collection
     from pgcite.evaluate import GoldenSet
     from pgcite.ingest._pipeline import IngestReport
+    from pgcite.store._documents import DocumentsRemoved
+
+# What built an inactive snapshot for the gate: an ingest, or a deletion of documents.
+BuildReport = TypeVar("BuildReport", "IngestReport", "DocumentsRemoved")
 
 
 class ActivationResult(BaseModel):
@@ -244,9 +248,10 @@ def rollback(col: Collection) -> ActivationResult:
                             gated=False, embedder=target.embed_model, rollback=True)
 
 
-def gate_ingest(col: Collection, report: IngestReport) -> IngestReport:
-    """After an ingest built an inactive snapshot into a gated collection: activate it if the
-    gate passes; otherwise keep it (inactive) and say why in ``report.gate``."""
+def gate_ingest(col: Collection, report: BuildReport) -> BuildReport:
+    """After an ingest (or a deletion of documents) built an inactive snapshot of a gated
+    collection: activate it if the gate passes; otherwise keep it (inactive) and say why in
+    ``report.gate``."""
     assert report.snapshot_id is not None
     try:
         result = activate(col, report.snapshot_id)

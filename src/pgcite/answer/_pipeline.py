@@ -65,6 +65,8 @@ class AnswerOptions(BaseModel):
     attribution_fallback: str | None = None
     stages: dict[str, Any] | None = Field(
         default=None, description="retrieval stage overrides, e.g. {'route': True}")
+    snapshot_id: int | None = Field(default=None, description="retrieve from this snapshot "
+                                    "(default: the active one)")
     self_check: SelfCheckOptions = Field(default_factory=SelfCheckOptions)
 
 
@@ -142,7 +144,8 @@ def answer_question(
 
     def search(text: str, top_k: int) -> SearchResult:
         return collection.search(text, top_k=top_k, mode=options.mode, filters=merged,
-                                 stages=options.stages)
+                                 stages=options.stages, snapshot_id=options.snapshot_id,
+                                 snippets=False)  # sources carry their own excerpts
 
     result = search(question, options.top_k)
     run = _Run(question, result, _Policy(collection, options, result))

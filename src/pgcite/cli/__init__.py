@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pgcite.cli import _collection, _snapshot
+from pgcite.cli import _collection, _documents, _snapshot
 from pgcite.cli._ask import ask_command
 from pgcite.cli._common import set_global
 from pgcite.cli._demo import demo_command
@@ -26,6 +26,7 @@ app = typer.Typer(
 )
 app.add_typer(_collection.app, name="collection")
 app.add_typer(_snapshot.app, name="snapshot")
+app.add_typer(_documents.app, name="documents")
 app.command("ingest")(ingest_command)
 app.command("search")(search_command)
 app.command("demo")(demo_command)

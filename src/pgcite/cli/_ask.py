@@ -13,6 +13,7 @@ from pgcite.cli._common import (
     CutoffOpt,
     JsonOption,
     ModeOpt,
+    SnapshotOpt,
     cli_filters,
     console,
     emit_json,
@@ -27,6 +28,7 @@ from pgcite.cli._stages import (
     RerankOpt,
     RouteLlmOpt,
     RouteOpt,
+    print_stage_events,
     stage_overrides,
 )
 
@@ -78,10 +80,8 @@ def print_answer(answer: Answer, *, trace: bool, text: bool = True) -> None:
             mark = "*" if source.id in answer.citations else " "
             console.print(f" {mark} \\[{escape(source.id)}]  {source.date or 'undated'}  "
                           f"[dim]{escape(source.citation)}[/]", highlight=False)
+    print_stage_events([s for s in answer.stages if trace or s.outcome != "applied"])
     if trace:
-        for stage in answer.stages:
-            console.print(f"[dim]{stage.stage} {stage.outcome}: {escape(stage.detail)}[/]",
-                          highlight=False)
         for event in answer.trace:
             console.print(f"[dim]{event.step}: {escape(event.detail)}[/]", highlight=False)
     conf = "-" if answer.confidence is None else f"{answer.confidence:.3f}"
@@ -136,6 +136,7 @@ def ask_command(
         help="Print the answer as it is generated, then its checked citations; a citation "
         "the check removes is reported and the checked text shown. With --json: one JSON "
         "event per line.")] = False,
+    snapshot: SnapshotOpt = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
@@ -150,7 +151,7 @@ def ask_command(
         gen = make_generator(config)
         with Client(settings()) as client:
             col = client.collection(collection)
-            filters = cli_filters(col, corpus, cutoff, filter_)
+            filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
             # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
             judge_config = config.llm()
             judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
@@ -161,7 +162,7 @@ def ask_command(
                                  route_llm),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
-                judge=judge)
+                judge=judge, snapshot_id=snapshot)
             if stream:
                 from pgcite._streaming import stream_answer
                 from pgcite.cli._stream import print_stream

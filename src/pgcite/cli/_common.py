@@ -28,6 +28,9 @@ ModeOpt = Annotated[str, typer.Option(help="keyword, vector or hybrid.")]
 CutoffOpt = Annotated[dt.datetime | None, typer.Option(
     formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
 CorpusOpt = Annotated[list[str] | None, typer.Option(help="Only these corpus tiers (repeatable).")]
+SnapshotOpt = Annotated[int | None, typer.Option(
+    "--snapshot", min=1, help="Use this snapshot instead of the active one, e.g. a built, "
+    "inactive one before activating it (see `pgcite snapshot list`).")]
 
 _state: dict[str, Any] = {}
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,14 +96,14 @@ def user_errors() -> Iterator[None]:
 
 
 def cli_filters(col: Any, corpus: list[str] | None, cutoff: dt.datetime | None,
-                filter_args: list[str] | None) -> Any:
+                filter_args: list[str] | None, snapshot_id: int | None = None) -> Any:
     """The Filters of `search`/`ask` flags: --corpus, --cutoff and --filter (typed by the
-    snapshot's metadata fields)."""
+    metadata fields of the snapshot searched)."""
     from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
 
     columns, preds = parse_filter_args(filter_args or [])
     if preds:
-        preds = coerce_predicates(preds, col.active_snapshot().metadata_fields or {})
+        preds = coerce_predicates(preds, col.snapshot(snapshot_id).metadata_fields or {})
     return Filters(
         corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
         authors=columns.get("author"), sources=columns.get("source"), metadata=preds,

@@ -6,15 +6,18 @@ from __future__ import annotations
 import datetime as dt
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from pgcite.cli._common import JsonOption, console, emit_json, settings, user_errors
+from pgcite.cli._common import JsonOption, console, emit_json, fail, settings, user_errors
 from pgcite.cli._ingest import print_report
 from pgcite.cli._search import print_hits
 
-FULL_DIARY = Path("../shared/data/pepys-diary/entries.jsonl")
+# The whole diary: --data, else $PGCITE_DEMO_DATA, else shared/data/pepys-diary beside (or
+# above) the current folder or the repository this package was installed from.
+DIARY_DIR = Path("shared/data/pepys-diary")
+DEMO_DATA_ENV = "PGCITE_DEMO_DATA"
 
 # (question, cutoff): a fact, an exact old spelling, a paraphrase, and a cutoff question.
 SAMPLE_QUESTIONS: list[tuple[str, dt.date | None]] = [
@@ -29,10 +32,51 @@ def sample_path() -> Path:
     return Path(str(resources.files("pgcite") / "data" / "pepys-1666-autumn.jsonl"))
 
 
+def _entries(path: Path) -> Path:
+    return path / "entries.jsonl" if path.is_dir() else path
+
+
+def full_diary(data: Path | None) -> Path:
+    """Where the whole diary is, or a one-line error naming where it was looked for."""
+    if data is not None:  # --data or $PGCITE_DEMO_DATA
+        if _entries(data).is_file():
+            return _entries(data)
+        raise fail(f"no diary at {data} (expected entries.jsonl, or a folder holding it)",
+                   hint="nothing was created")
+    repo = Path(__file__).resolve().parents[3]  # src/pgcite/cli/_demo.py -> the checkout
+    bases = dict.fromkeys(b for root in (Path.cwd(), repo) for b in (root, root.parent))
+    candidates = [base / DIARY_DIR / "entries.jsonl" for base in bases]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise fail("the full diary was not found (looked for " + ", ".join(
+        str(c) for c in candidates) + ")",
+        hint=f"give --data PATH/TO/pepys-diary (or set {DEMO_DATA_ENV}); nothing was created")
+
+
+def next_steps(collection: str) -> list[str]:
+    """Three commands to try after the demo."""
+    return [
+        f'pgcite search {collection} "the plague" --cutoff 1666-10-31 --explain',
+        f'pgcite ask {collection} "What did Pepys do with his wine during the fire?"',
+        f"pgcite documents list {collection} --limit 10",
+    ]
+
+
+def _where(config: Any) -> str:
+    if config.database_url is not None:
+        return "the PostgreSQL server named by --database-url / PGCITE_DATABASE_URL"
+    return f"{config.data_dir} (embedded PostgreSQL; --data-dir / PGCITE_DATA_DIR to change)"
+
+
 def demo_command(
     full: Annotated[bool, typer.Option(
-        help=f"Ingest the whole diary (3,415 entries, ~10 min on 2 cores) from {FULL_DIARY}.")]
+        help="Ingest the whole diary (3,415 entries, ~10 min on 2 cores) from --data.")]
     = False,
+    data: Annotated[Path | None, typer.Option(
+        envvar=DEMO_DATA_ENV, help="The whole diary for --full: its entries.jsonl or the "
+        "pepys-diary folder (default: shared/data/pepys-diary found from the current folder "
+        "or the repository).")] = None,
     source: Annotated[Path | None, typer.Option(help="Another diary-style JSONL to ingest.")]
     = None,
     collection: Annotated[str, typer.Option(help="Collection name to use.")] = "pepys",
@@ -46,9 +90,13 @@ def demo_command(
     from pgcite._errors import CollectionNotFound
     from pgcite.ingest._loaders import Overrides
 
-    path = source or (FULL_DIARY if full else sample_path())
+    # the data is found before anything is created: a missing file changes nothing
+    path = source or (full_diary(data) if full else sample_path())
+    if not path.is_file():
+        raise fail(f"no such file: {path}", hint="nothing was created")
+    config = settings()
     out: dict[str, object] = {}
-    with user_errors(), Client(settings()) as client:
+    with user_errors(), Client(config) as client:
         try:
             col = client.collection(collection)
         except CollectionNotFound:
@@ -80,7 +128,16 @@ def demo_command(
                 console.rule(f"[bold]answer: {question}[/]{note}")
                 print_answer(answer, trace=False)
         out["answers"] = answers
+    out["stored_in"] = _where(config)
+    out["next"] = next_steps(collection)
     if json_out:
         emit_json(out)
+    else:
+        console.rule("[bold]next[/]")
+        console.print(f"collection [bold]{collection}[/] is stored in {out['stored_in']}",
+                      highlight=False)
+        console.print("try:", highlight=False)
+        for command in next_steps(collection):
+            console.print(f"  {command}", highlight=False, soft_wrap=True)
     if report.failed:
         raise typer.Exit(1)

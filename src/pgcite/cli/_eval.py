@@ -9,8 +9,17 @@ import typer
 
 if TYPE_CHECKING:
     from pgcite.evaluate import EvalResult, GoldenSet
+    from pgcite.store._gate import Check
 
-from pgcite.cli._common import JsonOption, console, emit_json, fail, settings, user_errors
+from pgcite.cli._common import (
+    JsonOption,
+    console,
+    emit_json,
+    err_console,
+    fail,
+    settings,
+    user_errors,
+)
 
 
 def eval_command(
@@ -39,11 +48,20 @@ def eval_command(
     fusion: Annotated[str, typer.Option(help="Fusion of the hybrid mode: convex or rrf.")]
     = "convex",
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    strict: Annotated[bool, typer.Option(
+        help="Exit 1 when a floor fails in any mode: the collection's gate floors (`pgcite "
+        "collection set --floor`; the house floors without a collection) and zero cutoff "
+        "violations. The failures are named on stderr.")] = False,
+    floor: Annotated[list[str] | None, typer.Option(
+        help="With --strict: a floor METRIC=VALUE on top of those (repeatable); METRIC=none "
+        "drops one.")] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Evaluate retrieval on judged queries, several modes side by side.
 
     Reports nDCG, P, R, MRR, pass rate, cutoff violations and latency per stage, by query kind.
+    With --strict, exits 1 when a floor fails (for CI); docs/evaluation.md has the golden
+    file format.
     """
     from pgcite import evaluate as ev
 
@@ -53,6 +71,7 @@ def eval_command(
             return
         if golden is None:
             raise fail("--golden is required", hint="e.g. --golden data/pepys-diary/golden.jsonl")
+        floors = _floors(collection if run is None else None, floor or []) if strict else None
         gold = ev.load_golden(golden, split=split)
         if run is not None:
             result = ev.score_external_run(gold, run, k=top_k)
@@ -67,10 +86,50 @@ def eval_command(
             ev.save_runs(result, save_run)
     if json_out:
         emit_json(result)
-        return
-    console.print(_summary(result), highlight=False)
-    if out is not None:
-        console.print(f"reports in {out}/ (results.json, report.md, report.html)")
+    else:
+        console.print(_summary(result), highlight=False)
+        if out is not None:
+            console.print(f"reports in {out}/ (results.json, report.md, report.html)")
+    if floors is not None:
+        _enforce(result, floors)
+
+
+def _floors(collection: str | None, updates: list[str]) -> dict[str, float]:
+    """The floors --strict holds the result to: the collection's gate floors (the house
+    floors without one) with the --floor updates applied."""
+    from pgcite._client import Client
+    from pgcite.store._gate import GateSettings, apply_floors
+
+    gate = GateSettings()
+    if collection is not None:
+        with Client(settings()) as client:
+            gate = client.collection(collection).info.settings.gate
+    return apply_floors(gate, updates).floors
+
+
+def _strict_failures(result: EvalResult, floors: dict[str, float]) -> list[str]:
+    """Every failed floor, per configuration: the metric floors and zero cutoff violations
+    (the gate's checks, without its comparison to an active snapshot)."""
+    from pgcite.store._gate import HARD_METRIC, Check, floor_checks
+
+    failures = []
+    for name, config in result.configurations.items():
+        checks: list[Check] = floor_checks(config.overall, floors)
+        if config.safety is not None:
+            late = float(config.safety.total.cutoff_violations)
+            checks.append(Check(kind="hard", metric=HARD_METRIC, value=late, limit=0.0,
+                                passed=late == 0))
+        failures += [f"{name}: {c.describe()}" for c in checks if not c.passed]
+    return failures
+
+
+def _enforce(result: EvalResult, floors: dict[str, float]) -> None:
+    failures = _strict_failures(result, floors)
+    if failures:
+        raise fail("floors failed (--strict): " + "; ".join(failures), code=1)
+    err_console.print("[dim]--strict: every floor met ("
+                      + (", ".join(f"{k} >= {v}" for k, v in floors.items()) or "none")
+                      + ", cutoff_violations = 0)[/]", highlight=False)
 
 
 def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: int,

@@ -13,6 +13,7 @@ from pgcite.cli._common import (
     CutoffOpt,
     JsonOption,
     ModeOpt,
+    SnapshotOpt,
     cli_filters,
     console,
     emit_json,
@@ -27,6 +28,7 @@ from pgcite.cli._stages import (
     RerankOpt,
     RouteLlmOpt,
     RouteOpt,
+    print_stage_events,
     stage_overrides,
 )
 from pgcite.retrieve._hits import Hit, SearchResult
@@ -35,6 +37,19 @@ from pgcite.retrieve._hits import Hit, SearchResult
 def _excerpt(text: str, width: int = 160) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def highlighted(hit: Hit) -> str:
+    """The hit's snippet as rich markup, its matched words highlighted (else its opening)."""
+    if hit.snippet is None:
+        return escape(_excerpt(hit.body))
+    parts, at = [], 0
+    for start, end in hit.highlights:
+        parts += [escape(hit.snippet[at:start]),
+                  f"[bold yellow]{escape(hit.snippet[start:end])}[/]"]
+        at = end
+    parts.append(escape(hit.snippet[at:]))
+    return " ".join("".join(parts).split())
 
 
 def _rank(value: int | None) -> str:
@@ -57,12 +72,10 @@ def print_hits(result: SearchResult, *, explain: bool) -> None:
         date = hit.date_start.isoformat() if hit.date_start else "undated"
         console.print(f"[bold]{hit.rank}. \\[{escape(hit.id)}][/]  {date}  "
                       f"[dim]{escape(hit.citation)}[/]", highlight=False)
-        console.print(f"   {escape(_excerpt(hit.body))}", highlight=False)
+        console.print(f"   {highlighted(hit)}", highlight=False)
     if explain:
         _print_explain(result.hits, result.dropped)
-    for event in result.stages:
-        console.print(f"[dim]{event.stage} {event.outcome}: {escape(event.detail)} "
-                      f"({event.ms:.0f} ms)[/]", highlight=False)
+    print_stage_events(result.stages)
     timings = ", ".join(f"{k} {v:.1f} ms" for k, v in result.timings_ms.items())
     console.print(f"[dim]{result.mode} · snapshot {result.snapshot_id} · "
                   f"{result.embedding_model} · {timings}[/]")
@@ -105,6 +118,7 @@ def search_command(
     rerank: RerankOpt = None,
     rerank_depth: RerankDepthOpt = None,
     boost: BoostOpt = None,
+    snapshot: SnapshotOpt = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
@@ -113,12 +127,12 @@ def search_command(
 
     with user_errors(), Client(settings()) as client:
         col = client.collection(collection)
-        filters = cli_filters(col, corpus, cutoff, filter_)
+        filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
         stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm)
         result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
                             ordering=ordering, fusion=fusion,  # type: ignore[arg-type]
-                            stages=stages)
+                            stages=stages, snapshot_id=snapshot)
     if json_out:
         emit_json(result)
     else:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
+
+from pgcite.cli._common import console
+
+if TYPE_CHECKING:
+    from pgcite.retrieve._hits import StageEvent
 
 _MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL and "
            "PGCITE_RERANKER / PGCITE_RERANKER_PATH / PGCITE_RERANKER_URL; a stage whose model "
@@ -46,3 +53,14 @@ def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | Non
     if boost:
         overrides["boosts"] = [parse_boost(spec).model_dump() for spec in boost]
     return overrides or None
+
+
+def print_stage_events(events: Sequence[StageEvent]) -> None:
+    """What each stage did: applied ones dimmed; a stage that was skipped or fell back stands
+    out, so that a flag asked for (``--hyde``) never silently does nothing."""
+    for event in events:
+        line = f"{event.stage} {event.outcome}: {escape(event.detail)}"
+        if event.outcome == "applied":
+            console.print(f"[dim]{line} ({event.ms:.0f} ms)[/]", highlight=False)
+        else:
+            console.print(f"[yellow]note:[/] {line}", highlight=False)

@@ -42,6 +42,7 @@ def collection_searcher(
             mode=mode,
             cutoff=query.cutoff,
             query_vector=vector,
+            snippets=False,  # evaluation measures retrieval; snippets only present hits
             **options,
         )
         return SearchOutcome(

@@ -1,6 +1,6 @@
 """Judged query sets: the project's ``golden.jsonl`` and BEIR folders, read into one model.
 
-Two layouts are accepted (see ``shared/data/README.md``):
+Two layouts are accepted (docs/evaluation.md documents both, with the kinds and an example):
 
 * ``golden.jsonl`` -- one object a line: ``id, query, kind, relevant[], cutoff, must_not[], note``.
   Every relevant id gets grade 1.

@@ -1,42 +1,57 @@
-"""What a search returns: passages with their citation ids and how each leg ranked them."""
+"""What a search returns: passages with their citation ids and how each leg ranked them.
+
+JSON is camelCase (:mod:`pgcite._camel`), and a hit's passage text, first day and cosine
+distance are ``text``, ``date`` and ``distance`` -- the names of the HTTP API's hits.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, ConfigDict, Field
+
+from pgcite._camel import CAMEL, CamelModel
 
 
-class Hit(BaseModel):
+class Hit(CamelModel):
     """One passage. ``id`` is the stable citation id to cite it by."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(**CAMEL, frozen=True)
 
     id: str
     document_id: str
     citation: str
     author: str | None
     corpus: str | None
-    date_start: dt.date | None
+    # JSON names of the HTTP API's hits (read back by these names or the Python ones)
+    date_start: dt.date | None = Field(serialization_alias="date",
+                                       validation_alias=AliasChoices("date"))
     date_end: dt.date | None
     source: str | None
     locator: str | None
     title: str | None
-    body: str
+    body: str = Field(serialization_alias="text", validation_alias=AliasChoices("text"))
     metadata: dict[str, Any] = Field(default_factory=dict)
     score: float = Field(description="fused score (RRF), or the leg's own score in one-leg modes")
     rank: int = Field(description="1-based rank in the returned list")
     keyword_rank: int | None = None
     keyword_score: float | None = Field(default=None, description="BM25 score")
     vector_rank: int | None = None
-    vector_distance: float | None = Field(default=None, description="cosine distance")
+    vector_distance: float | None = Field(
+        default=None, description="cosine distance", serialization_alias="distance",
+        validation_alias=AliasChoices("distance"))
+    snippet: str | None = Field(default=None, description="a window of the passage around "
+                                "the words that matched (None: not computed)")
+    highlights: list[tuple[int, int]] = Field(
+        default_factory=list, description="[start, end) of each matched word in snippet, "
+        "in Unicode code points")
 
 
-class StageEvent(BaseModel):
+class StageEvent(CamelModel):
     """What one optional stage (route, decompose, hyde, boost, rerank) did for this query."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(**CAMEL, frozen=True)
 
     stage: str
     outcome: Literal["applied", "skipped", "fallback"] = Field(
@@ -45,7 +60,7 @@ class StageEvent(BaseModel):
     ms: float = 0.0
 
 
-class SearchResult(BaseModel):
+class SearchResult(CamelModel):
     """Hits plus what produced them."""
 
     query: str

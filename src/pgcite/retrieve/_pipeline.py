@@ -162,6 +162,24 @@ def _route(run: _Run) -> None:
         run.weights = VECTOR_HEAVY
     outcome = "fallback" if how.startswith("heuristic (LLM") else "applied"
     run.note("route", outcome, f"{route.name} ({how}): {route.reason}", started)
+    _note_overruled(run, route.name, started)
+
+
+def _note_overruled(run: _Run, route: str, started: float) -> None:
+    """A stage that was asked for but that the route left out says so (it is not silent)."""
+    if run.stages.hyde and not run.hyde:
+        if run.models.chat is None:
+            why = "no LLM configured"
+        elif not run.vector_mode:
+            why = "no vector leg in this mode"
+        elif route != "hyde":
+            why = f"the router chose the {route} route (--no-route runs HyDE)"
+        else:  # the hyde route runs HyDE only when the router may use the LLM
+            why = "on the hyde route it needs --route-llm"
+        run.note("hyde", "skipped", why, started)
+    if run.stages.decompose and not run.decompose:
+        run.note("decompose", "skipped",
+                 f"the router chose the {route} route (--no-route decomposes)", started)
 
 
 def _llm_route(run: _Run, fallback: Route) -> tuple[Route, str]:

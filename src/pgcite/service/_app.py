@@ -14,7 +14,7 @@ from pgcite import __version__
 from pgcite._client import Client
 from pgcite.config import Settings
 from pgcite.embed._registry import embedder_for_key
-from pgcite.service import _admin, _routes
+from pgcite.service import _admin, _documents, _routes
 from pgcite.service._errors import install_error_handlers
 from pgcite.service._state import ServiceConfig, ServiceState
 from pgcite.store._collections import list_collections
@@ -67,6 +67,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(_routes.router)
     app.include_router(_admin.router)
+    app.include_router(_documents.router)
     app.include_router(_routes.ops)
 
     @app.middleware("http")

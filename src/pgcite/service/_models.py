@@ -104,6 +104,9 @@ class QueryBody(_Body):
         default=None, description="shorthand for stages.rerank (needs a reranker configured "
         "on the server, else the stage reports 'skipped')")
     stages: StagesBody | None = None
+    snapshot: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="query this snapshot instead of the "
+        "active one; a snapshot that is not active needs an admin key")
 
     def stage_overrides(self) -> dict[str, Any] | None:
         """The request's overrides of the collection's stage settings."""
@@ -167,6 +170,11 @@ class SearchHit(_Camel):
     vector_rank: int | None
     text: str
     metadata: dict[str, Any]
+    snippet: str | None = Field(default=None, description="a window of text around the "
+                                "words that matched")
+    highlights: list[tuple[int, int]] = Field(
+        default_factory=list, description="[start, end) of each matched word in snippet, in "
+        "Unicode code points")
 
 
 class SearchResponse(_Camel):

@@ -21,6 +21,7 @@ from pgcite.service._models import (
     SearchHit,
     SearchResponse,
 )
+from pgcite.service._pinned import pinned_snapshot
 from pgcite.service._state import ServiceState, get_state
 from pgcite.service._stream import sse_answer
 from pgcite.store._collections import list_collections
@@ -42,6 +43,7 @@ def _search_hit(hit: Hit) -> SearchHit:
         date_end=hit.date_end.isoformat() if hit.date_end else None, score=hit.score,
         distance=hit.vector_distance, keyword_rank=hit.keyword_rank,
         vector_rank=hit.vector_rank, text=hit.body, metadata=hit.metadata,
+        snippet=hit.snippet, highlights=hit.highlights,
     )
 
 
@@ -79,7 +81,8 @@ def search(body: SearchBody, access: Reader, state: State) -> Any:
     decompose, hyde, rerank, boosts) say what they did in ``stages``."""
     result = state.reader(access.info).search(
         body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
-        stages=body.stage_overrides())
+        stages=body.stage_overrides(),
+        snapshot_id=pinned_snapshot(access, state, body.snapshot))
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     state.metrics.observe_routes(result.stages)
@@ -97,7 +100,8 @@ def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
-        self_check=body.self_check.model_dump() if body.self_check else None)
+        self_check=body.self_check.model_dump() if body.self_check else None,
+        snapshot_id=pinned_snapshot(access, state, body.snapshot))
     if body.stream:
         return sse_answer(state.reader(access.info), body.question, options,
                           on_final=lambda result: _observe_answer(state, result))

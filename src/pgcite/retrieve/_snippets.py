@@ -1,0 +1,67 @@
+"""Snippets: a window of each hit around the words that matched, with those words marked.
+
+PostgreSQL's ``ts_headline`` picks the window and marks the words, analysed by the collection's
+own text-search configuration -- so "fires" in a passage matches "fire" in the question, and an
+Arabic collection stems as its keyword leg does. The query is an OR of the question's lexemes
+(as the keyword leg ranks it), so a passage holding any of them gets a window around them; a
+passage holding none (a vector-only hit) gets its opening words.
+
+It runs once per search, on the hits returned (top_k of them, never the candidates), in one
+statement. ``highlights`` are ``[start, end)`` offsets into ``snippet`` in Unicode code points
+(Python string indices; a JavaScript client counting UTF-16 units must convert outside the BMP).
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from pgcite.retrieve._hits import Hit
+from pgcite.retrieve._query_text import parse_query
+
+# Private-use characters as markers: they never occur in real text, and are removed again.
+_START, _STOP = "\ue000", "\ue001"
+_OPTIONS = (f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=35, MinWords=15, ShortWord=2, '
+            'MaxFragments=2, FragmentDelimiter=" … "')
+
+_SQL = sql.SQL("""
+WITH q AS (
+    SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '') AS text
+    FROM unnest(to_tsvector({cfg}::regconfig, %(query)s))
+)
+SELECT ts_headline({cfg}::regconfig, t.body, q.text::tsquery, %(options)s)
+FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS t(body, n), q
+ORDER BY t.n
+""")
+
+
+def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
+                  hits: list[Hit]) -> list[Hit]:
+    """``hits`` with ``snippet`` and ``highlights`` filled in (one statement for all)."""
+    if not hits:
+        return hits
+    rows = conn.execute(_SQL.format(cfg=sql.Literal(ts_config)), {
+        "query": parse_query(query).ranking_text, "options": _OPTIONS,
+        "bodies": [h.body for h in hits]}).fetchall()
+    out = []
+    for hit, (marked,) in zip(hits, rows, strict=True):
+        text, spans = unmark(marked)
+        out.append(hit.model_copy(update={"snippet": text, "highlights": spans}))
+    return out
+
+
+def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
+    """Text without the markers, and the ``[start, end)`` spans they enclosed."""
+    text: list[str] = []
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for char in marked:  # a snippet is a few dozen words: a plain scan is enough
+        if char == _START:
+            start = len(text)
+        elif char == _STOP:
+            if start is not None and len(text) > start:
+                spans.append((start, len(text)))
+            start = None
+        else:
+            text.append(char)
+    return "".join(text), spans

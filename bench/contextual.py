@@ -17,9 +17,9 @@ from typing import Any
 from _common import DATA, RESULTS, client, ensure_collection, write
 
 import pgcite
+from pgcite._types import Contextual
 from pgcite.evaluate import EvalResult, GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
-from pgcite.ingest._types import Contextual
 from pgcite.store._collections import CollectionSettings
 
 DEPTH = 100

@@ -23,9 +23,9 @@ from _situate_replay import ReplayChat
 from contextual import contextual_collection
 
 import pgcite
+from pgcite._types import Contextual
 from pgcite.evaluate import GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
-from pgcite.ingest._types import Contextual
 from pgcite.llm import ChatModel, LLMConfig, make_chat_model
 
 DEPTH = 100

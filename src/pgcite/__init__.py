@@ -7,6 +7,8 @@
 >>> diary.search("the Great Fire", cutoff="1666-12-31").hits[0].id
 """
 
+from importlib.metadata import version
+
 from pgcite._client import Client, Collection, connect
 from pgcite._errors import (
     CollectionExists,
@@ -24,7 +26,7 @@ from pgcite.embed import Embedder, EmbedderSpec
 from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
 from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
 
-__version__ = "0.1.0"
+__version__ = version("pgcite")  # pyproject.toml is the one place the version is written
 
 __all__ = [
     "Answer",

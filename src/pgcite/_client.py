@@ -41,8 +41,8 @@ from pgcite.store._database import Database
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
 
 if TYPE_CHECKING:
-    from pgcite._lifecycle import ActivationResult  # imports this module
     from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
+    from pgcite.lifecycle import ActivationResult  # imports this module
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -168,14 +168,14 @@ class Collection:
     ) -> ActivationResult:
         """Make a snapshot live through the evaluation gate (when the collection has a golden
         set); raises ``GateRefused`` naming the failing figures. See docs/snapshots.md."""
-        from pgcite._lifecycle import activate
+        from pgcite.lifecycle import activate
 
         return activate(self, snapshot_id, golden_path=Path(golden) if golden else None,
                         force=force)
 
     def rollback(self) -> ActivationResult:
         """Back to the previously active snapshot (no gate: it passed when it was live)."""
-        from pgcite._lifecycle import rollback
+        from pgcite.lifecycle import rollback
 
         return rollback(self)
 
@@ -219,7 +219,7 @@ class Collection:
             chat=self.client.llm() if current.contextual == "llm" else None,
         )
         if gated and report.snapshot_id is not None:
-            from pgcite._lifecycle import gate_ingest
+            from pgcite.lifecycle import gate_ingest
 
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)

@@ -6,6 +6,7 @@ import hashlib
 import platform
 import subprocess
 from collections.abc import Mapping
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,6 @@ def embed_queries(collection: Any, golden: GoldenSet) -> tuple[dict[str, np.ndar
 
 def run_metadata(collection: Any, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a result must record to be reproduced: model, versions, snapshot, commit."""
-    import pgcite
-
     snapshot = collection.active_snapshot()
     with collection.client.connection() as conn:
         server = conn.execute("SHOW server_version").fetchone()
@@ -84,7 +83,7 @@ def run_metadata(collection: Any, extra: Mapping[str, Any] | None = None) -> dic
         "ts_config": snapshot.ts_config,
         "chunks": snapshot.n_chunks,
         "documents": snapshot.n_documents,
-        "pgcite": pgcite.__version__,
+        "pgcite": version("pgcite"),
         "postgres": server[0] if server else None,
         "pgvector": vector[0] if vector else None,
         "python": platform.python_version(),

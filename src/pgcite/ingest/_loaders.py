@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from pypdf import PdfReader
 
 from pgcite._errors import ConfigError, LoadError
-from pgcite.ingest._types import Document, Unit
+from pgcite._types import Document, Unit
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (
     ".jsonl",

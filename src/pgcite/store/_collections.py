@@ -17,8 +17,8 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
+from pgcite._types import GateSettings
 from pgcite.embed._base import EmbedderSpec
-from pgcite.store._gate import GateSettings
 from pgcite.store._migrations import migrate
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,47}$")

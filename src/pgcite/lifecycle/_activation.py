@@ -1,6 +1,6 @@
 """The snapshot lifecycle: evaluate a snapshot, activate it through the gate, roll back, gc.
 
-The gate's comparisons live in :mod:`pgcite.store._gate` (pure); this module runs the evaluations
+The gate's comparisons live in :mod:`pgcite.lifecycle._gate` (pure); this module runs the evaluations
 they compare (``Collection.search`` pinned to one snapshot, through the evaluation harness) and
 performs the activation in one transaction. See docs/snapshots.md for the rules.
 """
@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, EmbedderError, PgciteError
+from pgcite._types import GateSettings
 from pgcite.embed._base import EmbedderSpec
 from pgcite.embed._registry import embedder_for_key
+from pgcite.lifecycle._gate import EvalSummary, GateRefused, Verdict, forced_skips, judge
 from pgcite.store._collections import CollectionInfo, get_collection
-from pgcite.store._gate import EvalSummary, GateRefused, GateSettings, Verdict, forced_skips, judge
 from pgcite.store._snapshots import (
     GcReport,
     SnapshotInfo,

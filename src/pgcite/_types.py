@@ -31,6 +31,22 @@ FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
 DEFAULT_FUSION: Fusion = "convex"
 
 
+def parse_mode(value: str) -> Mode:
+    """``value`` as a Mode (CLI and HTTP text), or a ConfigError naming the modes."""
+    for mode in MODES:
+        if value == mode:
+            return mode
+    raise ConfigError(f"unknown mode {value!r}", hint="use " + ", ".join(MODES))
+
+
+def parse_fusion(value: str) -> Fusion:
+    """``value`` as a Fusion, or a ConfigError naming the fusions."""
+    for fusion in FUSIONS:
+        if value == fusion:
+            return fusion
+    raise ConfigError(f"unknown fusion {value!r}", hint="use " + " or ".join(FUSIONS))
+
+
 class Unit(BaseModel):
     """A natural unit of a document: the smallest thing that has its own date and locator."""
 

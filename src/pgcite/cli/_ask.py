@@ -133,6 +133,7 @@ def ask_command(
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
     from pgcite._client import Client
+    from pgcite._types import parse_mode
     from pgcite.answer._llm import make_generator
     from pgcite.cli._common import settings
     from pgcite.llm import make_chat_model
@@ -148,7 +149,7 @@ def ask_command(
             judge_config = config.llm()
             judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
             answer = col.answer(
-                question, top_k=top_k, mode=mode, filters=filters, generator=gen,
+                question, top_k=top_k, mode=parse_mode(mode), filters=filters, generator=gen,
                 token_budget=token_budget, threshold=threshold, persona=persona,
                 stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm),

@@ -1,24 +1,33 @@
 """The snapshot lifecycle: evaluate a snapshot, activate it through the gate, roll back, gc.
 
 The gate's comparisons live in :mod:`pgcite.lifecycle._gate` (pure); this module runs the evaluations
-they compare (``Collection.search`` pinned to one snapshot, through the evaluation harness) and
+they compare (searches through a view pinned to one snapshot, by the evaluation harness) and
 performs the activation in one transaction. See docs/snapshots.md for the rules.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+import psycopg
 from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, EmbedderError, PgciteError
 from pgcite._types import GateSettings
+from pgcite.config import Settings
 from pgcite.embed._base import EmbedderSpec
 from pgcite.embed._registry import embedder_for_key
+from pgcite.evaluate import GoldenSet, evaluate, load_golden
+from pgcite.evaluate._collection import collection_searcher
+from pgcite.ingest._pipeline import IngestReport
 from pgcite.lifecycle._gate import EvalSummary, GateRefused, Verdict, forced_skips, judge
+from pgcite.retrieve._view import SearchView
+from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import CollectionInfo, get_collection
+from pgcite.store._database import Database
 from pgcite.store._snapshots import (
     GcReport,
     SnapshotInfo,
@@ -32,10 +41,30 @@ from pgcite.store._snapshots import (
     unused_vector_indexes,
 )
 
-if TYPE_CHECKING:
-    from pgcite._client import Collection
-    from pgcite.evaluate import GoldenSet
-    from pgcite.ingest._pipeline import IngestReport
+
+class LifecycleClient(Protocol):
+    """What the lifecycle needs of a client (:class:`pgcite.Client` is one)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Database: ...
+    def connection(self) -> AbstractContextManager[psycopg.Connection]: ...
+    def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]: ...
+    def collection(self, name: str) -> Collection: ...
+
+
+class Collection(Protocol):
+    """What the lifecycle needs of a collection (:class:`pgcite.Collection` is one): the API
+    layer sits above the lifecycle, so the lifecycle names what it uses instead of importing it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def info(self) -> CollectionInfo: ...
+    @property
+    def client(self) -> LifecycleClient: ...
+    def view(self, snapshot_id: int | None = None, *, embedder: bool = True) -> SearchView: ...
 
 
 class ActivationResult(BaseModel):
@@ -63,8 +92,6 @@ def fresh(col: Collection) -> Collection:
 
 def load_gate_golden(info: CollectionInfo, override: Path | None) -> GoldenSet | None:
     """The golden set that gates this collection: ``override``, else the configured one."""
-    from pgcite.evaluate import load_golden
-
     path = override or (Path(info.settings.golden) if info.settings.golden else None)
     return load_golden(path) if path is not None else None
 
@@ -78,10 +105,7 @@ def evaluate_snapshot(
     progress: bool = False,
 ) -> EvalSummary:
     """Run the golden set against one snapshot (searches pinned to it) and summarise."""
-    from pgcite.evaluate import evaluate
-    from pgcite.evaluate._collection import collection_searcher
-
-    searcher = collection_searcher(col, mode=gate.mode, depth=gate.depth, snapshot_id=snapshot_id)
+    searcher = collection_searcher(col.view(snapshot_id), mode=gate.mode, depth=gate.depth)
     result = evaluate(golden, {gate.mode: searcher}, k=gate.k, threshold=gate.threshold,
                       progress=progress, metadata={"snapshot_id": snapshot_id})
     config = result.configurations[gate.mode]

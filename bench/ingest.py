@@ -64,7 +64,7 @@ def main() -> None:
     }
     out = RESULTS / "ingest"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2))
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
     (out / "report.md").write_text(
         "# Ingest throughput\n\n| documents | chunks | pipeline chunks/s | embedder alone chunks/s"
         " | overhead |\n|---|---|---|---|---|\n"

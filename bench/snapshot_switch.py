@@ -13,7 +13,7 @@ Loopback only (the embedded server's Unix socket). Bounded: at most 120 s and 64
     python bench/snapshot_switch.py                 # 16 clients, 10 s
     python bench/snapshot_switch.py --seconds 30    # the acceptance run
 
-Writes bench/results/snapshot_switch/{results.json,report.md}.
+Writes bench/results/snapshot_switch/{summary.json,report.md}.
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def main() -> None:
               "machine": f"{platform.machine()}, {mp.cpu_count()} CPUs",
               "python": platform.python_version(), "pgcite": pgcite.__version__,
               "git_commit": git_commit(), "gate": gate, "load": load}
-    (out_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     (out_dir / "report.md").write_text(report_md(result))
     print(report_md(result))
     ok = (load["errors"] == 0 and load["mixed_responses"] == 0 and gate["broken"]["refused"]

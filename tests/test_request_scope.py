@@ -125,3 +125,29 @@ def test_search_options_are_validated(diary: pgcite.Collection) -> None:
         diary.search("fire", options={"fusion": "borda"})
     with pytest.raises(pgcite.ConfigError, match="mode"):
         diary.search("fire", mode="semantic")  # type: ignore[arg-type]
+
+
+def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+    from pgcite.llm import _http
+    from tests.llm_server import chat_completion, serve
+
+    built: list[object] = []
+    real_init = _http.OpenAIChat.__init__
+
+    def counting_init(self: _http.OpenAIChat, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_http.OpenAIChat, "__init__", counting_init)
+    with serve(lambda _: (200, chat_completion("The fire [d-1666-09-02-a]."), 0.0)) as server:
+        result = CliRunner().invoke(app, [
+            "--data-dir", str(settings.data_dir), "ask", diary.name, "Where did the fire begin?",
+            "--generator", "openai", "--llm-base-url", server.base_url, "--llm-model", "m",
+            "--grade", "--json"])
+    assert result.exit_code == 0, result.output
+    # generation, the stages and the self-checks' judge share one model
+    assert len(built) == 1 and server.requests

@@ -31,6 +31,8 @@ from pgcite.cli._stages import (
 
 if TYPE_CHECKING:
     from pgcite.answer import Answer, GeneratorConfig
+    from pgcite.config import Settings
+    from pgcite.llm import LLMConfig
 
 # Generator options, shared with `pgcite serve`.
 GeneratorOpt = Annotated[str, typer.Option(
@@ -64,6 +66,16 @@ def generator_config(kind: str, base_url: str | None, model: str | None, api_key
         api_key=SecretStr(api_key) if api_key else None, timeout_s=timeout,
         model_path=model_path,
     )
+
+
+def with_llm(base: Settings, llm: LLMConfig | None) -> Settings:
+    """``base`` with ``llm`` as its one LLM (unchanged when ``llm`` is None)."""
+    if llm is None:
+        return base
+    return base.model_copy(update={
+        "llm": llm.kind, "llm_base_url": llm.base_url, "llm_model": llm.model,
+        "llm_api_key": llm.api_key, "llm_timeout_s": llm.timeout_s,
+        "llm_model_path": llm.model_path})
 
 
 def print_answer(answer: Answer, *, trace: bool) -> None:
@@ -134,20 +146,22 @@ def ask_command(
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
     from pgcite._client import Client
     from pgcite._types import parse_mode
-    from pgcite.answer._llm import make_generator
+    from pgcite.answer._llm import ChatGenerator, make_generator
     from pgcite.cli._common import settings
-    from pgcite.llm import make_chat_model
 
     with user_errors():
         config = generator_config(generator, llm_base_url, llm_model, llm_api_key, llm_timeout,
                                   llm_model_path)
-        gen = make_generator(config)
-        with Client(settings()) as client:
+        # One LLM per process: a model-backed --generator IS the configured LLM (its flags read
+        # the same PGCITE_LLM_* variables), so generation, the stages and the self-checks' judge
+        # share one chat model; with the extractive generator the judge is PGCITE_LLM's.
+        with Client(with_llm(settings(), config.llm())) as client:
+            chat = client.llm()
+            gen = (ChatGenerator(chat, max_tokens=config.max_tokens)
+                   if config.llm() is not None and chat is not None else make_generator(config))
             col = client.collection(collection)
             filters = cli_filters(col, corpus, cutoff, filter_)
-            # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
-            judge_config = config.llm()
-            judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
+            judge = chat
             answer = col.answer(
                 question, top_k=top_k, mode=parse_mode(mode), filters=filters, generator=gen,
                 token_budget=token_budget, threshold=threshold, persona=persona,

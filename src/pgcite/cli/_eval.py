@@ -78,13 +78,13 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
     from pgcite import evaluate as ev
     from pgcite._client import Client
     from pgcite._errors import ConfigError
-    from pgcite._types import parse_fusion, parse_mode
+    from pgcite._types import MODES, parse_fusion, parse_mode
     from pgcite.evaluate import Searcher
     from pgcite.evaluate._collection import collection_searcher, index_usage, run_metadata
 
     wanted = [parse_mode(m.strip()) for m in modes.split(",") if m.strip()]
     if not wanted:
-        raise ConfigError(f"no mode in {modes!r}", hint="use keyword,vector,hybrid")
+        raise ConfigError(f"no mode in {modes!r}", hint="use " + ",".join(MODES))
     chosen = parse_fusion(fusion)
     client = Client(settings())
     view = client.collection(collection).view()  # one snapshot for every mode and query

@@ -31,8 +31,6 @@ from pgcite.cli._stages import (
 
 if TYPE_CHECKING:
     from pgcite.answer import Answer, GeneratorConfig
-    from pgcite.config import Settings
-    from pgcite.llm import LLMConfig
 
 # Generator options, shared with `pgcite serve`.
 GeneratorOpt = Annotated[str, typer.Option(
@@ -66,16 +64,6 @@ def generator_config(kind: str, base_url: str | None, model: str | None, api_key
         api_key=SecretStr(api_key) if api_key else None, timeout_s=timeout,
         model_path=model_path,
     )
-
-
-def with_llm(base: Settings, llm: LLMConfig | None) -> Settings:
-    """``base`` with ``llm`` as its one LLM (unchanged when ``llm`` is None)."""
-    if llm is None:
-        return base
-    return base.model_copy(update={
-        "llm": llm.kind, "llm_base_url": llm.base_url, "llm_model": llm.model,
-        "llm_api_key": llm.api_key, "llm_timeout_s": llm.timeout_s,
-        "llm_model_path": llm.model_path})
 
 
 def print_answer(answer: Answer, *, trace: bool) -> None:
@@ -148,6 +136,7 @@ def ask_command(
     from pgcite._types import parse_mode
     from pgcite.answer._llm import ChatGenerator, make_generator
     from pgcite.cli._common import settings
+    from pgcite.llm import with_llm
 
     with user_errors():
         config = generator_config(generator, llm_base_url, llm_model, llm_api_key, llm_timeout,

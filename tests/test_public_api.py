@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
-import types
 import typing
 
 import pytest
@@ -58,11 +55,3 @@ def test_one_hit_class() -> None:
     with pytest.warns(DeprecationWarning, match="ScoredHit"):
         old = ev.Hit
     assert old is ev.ScoredHit and old is not pgcite.Hit
-
-
-def test_the_old_lifecycle_module_warns_and_still_works() -> None:
-    sys.modules.pop("pgcite._lifecycle", None)
-    with pytest.warns(DeprecationWarning, match="pgcite.lifecycle"):
-        old = importlib.import_module("pgcite._lifecycle")
-    assert isinstance(old, types.ModuleType)
-    assert old.activate is pgcite.lifecycle.activate and old.GateRefused is pgcite.GateRefused

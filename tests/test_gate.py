@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import pgcite
-from pgcite._types import DEFAULT_FLOORS, GateSettings
+from pgcite._gate_settings import DEFAULT_FLOORS, GateSettings
 from pgcite.lifecycle._gate import (
     EvalSummary,
     GateRefused,

@@ -23,7 +23,8 @@ from pgcite._errors import (
     LoadError,
     PgciteError,
 )
-from pgcite._types import Fusion, GateSettings, Mode
+from pgcite._gate_settings import GateSettings
+from pgcite._types import Fusion, Mode
 from pgcite.answer import Answer, Generator, GeneratorConfig, Source, TraceEvent
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.config import Settings

@@ -146,7 +146,7 @@ def set_(
     from pydantic import ValidationError
 
     from pgcite._errors import ConfigError
-    from pgcite._types import GateSettings
+    from pgcite._gate_settings import GateSettings
     from pgcite.evaluate import load_golden
     from pgcite.lifecycle._gate import apply_floors
     from pgcite.store._collections import CollectionSettings, update_settings

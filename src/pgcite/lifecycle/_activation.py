@@ -16,7 +16,7 @@ import psycopg
 from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, EmbedderError, PgciteError
-from pgcite._types import GateSettings
+from pgcite._gate_settings import GateSettings
 from pgcite.config import Settings
 from pgcite.embed._base import EmbedderSpec
 from pgcite.embed._registry import embedder_for_key

@@ -22,11 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import ConfigError, PgciteError
-from pgcite._types import (
-    HARD_METRIC,
-    GateSettings,
-    check_metric_name,
-)
+from pgcite._gate_settings import HARD_METRIC, GateSettings, check_metric_name
 
 
 class GateRefused(PgciteError):

@@ -17,7 +17,8 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
-from pgcite._types import DEFAULT_FUSION, Fusion, GateSettings
+from pgcite._gate_settings import GateSettings
+from pgcite._types import DEFAULT_FUSION, Fusion
 from pgcite.embed._base import EmbedderSpec
 from pgcite.store._migrations import migrate
 

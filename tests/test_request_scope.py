@@ -151,3 +151,14 @@ def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
     assert result.exit_code == 0, result.output
     # generation, the stages and the self-checks' judge share one model
     assert len(built) == 1 and server.requests
+
+
+def test_a_bound_searcher_reads_its_view(two_snapshots: tuple[pgcite.Collection, int, int]) -> None:
+    col, old, new = two_snapshots
+    search = col.view().searcher(filters=pgcite.Filters(corpora=["A"]), options={"top_k": 3})
+    lifecycle.activate(col.client.collection(col.name), new)
+    first = search("the fire")
+    assert first.snapshot_id == old and len(first.hits) <= 3
+    assert {h.corpus for h in first.hits} <= {"A"}
+    wider = search("the fire", top_k=5, filters=pgcite.Filters())
+    assert wider.snapshot_id == old and len(wider.hits) == 5

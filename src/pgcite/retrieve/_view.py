@@ -78,6 +78,27 @@ class SearchView:
         return staged_search(one, query, top_k=options.top_k, mode=options.mode, stages=plan,
                              models=self.models, cutoff=filters.cutoff)
 
+    def searcher(
+        self,
+        *,
+        filters: Filters | None = None,
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        stages: Stages | Mapping[str, Any] | None = None,
+    ) -> Callable[..., SearchResult]:
+        """A search function bound to this view and a request's filters, options and stages,
+        for callers that take one (the answer pipeline, its self-checks): ``fn(query, *,
+        top_k=None, filters=None)``; ``filters`` given to ``fn`` replace the bound ones."""
+        base_filters, base_options = filters or Filters(), SearchOptions.coerce(options)
+
+        def search(query: str, *, top_k: int | None = None,
+                   filters: Filters | None = None) -> SearchResult:
+            wanted = (base_options if top_k is None
+                      else base_options.model_copy(update={"top_k": top_k}))
+            return self.search(query, filters=filters or base_filters, options=wanted,
+                               stages=stages)
+
+        return search
+
     def search_once(
         self,
         query: str,

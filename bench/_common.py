@@ -14,7 +14,7 @@ import numpy as np
 from psycopg import sql
 
 import pgcite
-from pgcite.evaluate import GoldenQuery, Hit, Searcher, SearchOutcome
+from pgcite.evaluate import GoldenQuery, ScoredHit, Searcher, SearchOutcome
 
 ROOT = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("PGCITE_BENCH_DATA", ROOT.parent.parent / "shared" / "data"))
@@ -85,7 +85,7 @@ def bm25s_searcher(corpus: list[dict[str, Any]], *, language: str = "english",
         tokens = bm25s.tokenize([query.text], stopwords=stop, stemmer=stemmer,
                                 show_progress=False)
         docs, scores = retriever.retrieve(tokens, k=min(depth, len(ids)), show_progress=False)
-        hits = [Hit(id=ids[d], document_id=ids[d], score=float(s), date_end=None)
+        hits = [ScoredHit(id=ids[d], document_id=ids[d], score=float(s), date_end=None)
                 for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
         return SearchOutcome(hits=hits)
 
@@ -108,7 +108,7 @@ def exact_dense_searcher(col: pgcite.Collection, vectors: dict[str, np.ndarray],
             raise NotImplementedError("exact baseline has no cutoff filter")
         sims = matrix @ vectors[query.id]
         top = np.argsort(-sims)[: depth * 3]
-        hits = [Hit(id=rows[i][0], document_id=rows[i][1], score=float(sims[i]),
+        hits = [ScoredHit(id=rows[i][0], document_id=rows[i][1], score=float(sims[i]),
                     date_end=rows[i][2]) for i in top]
         return SearchOutcome(hits=hits, confidence=float(sims[top[0]]))
 
@@ -116,9 +116,13 @@ def exact_dense_searcher(col: pgcite.Collection, vectors: dict[str, np.ndarray],
 
 
 def write(result: Any, name: str) -> Path:
-    from pgcite.evaluate import write_reports
+    """summary.json + report.md into results/<name>/ (committed: small); the per-query
+    results.json and the HTML report into results/<name>/runs/ (git ignores it)."""
+    from pgcite.evaluate import write_reports, write_summary
 
     out = RESULTS / name
-    write_reports(result, out)
-    print(f"wrote {out}/results.json, report.md, report.html", file=sys.stderr)
+    write_summary(result, out)
+    write_reports(result, out / "runs")
+    print(f"wrote {out}/summary.json, report.md; detail in {out}/runs/ (results.json, "
+          "report.html)", file=sys.stderr)
     return out

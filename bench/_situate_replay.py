@@ -27,12 +27,12 @@ import numpy as np
 from _common import DATA
 
 import pgcite
+from pgcite._types import Document
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import SITUATE_MAX_TOKENS, chunk_document
 from pgcite.ingest._loaders import iter_documents
 from pgcite.ingest._pipeline import chunk_budget
 from pgcite.ingest._situate import situate_documents
-from pgcite.ingest._types import Document
 from pgcite.llm import LLMError, packaged_gguf
 from pgcite.llm._parse import clean_reply
 from pgcite.store._collections import CollectionSettings

@@ -17,9 +17,9 @@ from typing import Any
 from _common import DATA, RESULTS, client, ensure_collection, write
 
 import pgcite
+from pgcite._types import Contextual
 from pgcite.evaluate import EvalResult, GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
-from pgcite.ingest._types import Contextual
 from pgcite.store._collections import CollectionSettings
 
 DEPTH = 100
@@ -59,15 +59,15 @@ def contextual_collection(
 def side_by_side(golden: GoldenSet, off: pgcite.Collection, header: pgcite.Collection,
                  extra: dict[str, Any]) -> EvalResult:
     """One evaluation, every mode on both collections, the same query vectors for all."""
-    vectors, _ = embed_queries(off, golden)
+    vectors, _ = embed_queries(off.view(), golden)
     configs: dict[str, Searcher] = {}
     for name, opts in MODES.items():
         for label, col in (("off", off), ("header", header)):
-            configs[f"{name} · {label}"] = collection_searcher(col, depth=DEPTH, vectors=vectors,
+            configs[f"{name} · {label}"] = collection_searcher(col.view(), depth=DEPTH, vectors=vectors,
                                                                **opts)
     return evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
-                    metadata=run_metadata(off, {**extra, "depth": DEPTH,
-                                                "header_collection": run_metadata(header)}))
+                    metadata=run_metadata(off.view(), {**extra, "depth": DEPTH,
+                                                "header_collection": run_metadata(header.view())}))
 
 
 def ndcg(result: EvalResult) -> dict[str, dict[str, float | None]]:

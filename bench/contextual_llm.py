@@ -23,9 +23,9 @@ from _situate_replay import ReplayChat
 from contextual import contextual_collection
 
 import pgcite
+from pgcite._types import Contextual
 from pgcite.evaluate import GoldenSet, Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
-from pgcite.ingest._types import Contextual
 from pgcite.llm import ChatModel, LLMConfig, make_chat_model
 
 DEPTH = 100
@@ -82,13 +82,13 @@ def main() -> None:
                 name = args.llm_collection
             cols[mode], costs[mode] = contextual_collection(c, name, [corpus],
                                                             overrides=overrides, contextual=mode)
-        vectors, _ = embed_queries(cols["off"], golden)
+        vectors, _ = embed_queries(cols["off"].view(), golden)
         configs: dict[str, Searcher] = {
-            f"{name} · {mode}": collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)
+            f"{name} · {mode}": collection_searcher(col.view(), depth=DEPTH, vectors=vectors, **opts)
             for name, opts in MODES.items() for mode, col in cols.items()
         }
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
-                          metadata=run_metadata(cols["llm"], {
+                          metadata=run_metadata(cols["llm"].view(), {
                               "benchmark": "contextual-llm", "dataset": args.dataset,
                               "llm": f"SmolLM2-135M-Instruct ({llm})", "ingest": costs}))
     write(result, args.out or f"contextual-llm/{slug}")

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from _common import DATA, RESULTS, client
 
+from pgcite._types import Document
 from pgcite.embed._base import text_sha256
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._loaders import iter_documents
 from pgcite.ingest._pipeline import chunk_budget, embedding_text
-from pgcite.ingest._types import Document
 
 
 def main() -> None:
@@ -64,7 +64,7 @@ def main() -> None:
     }
     out = RESULTS / "ingest"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(result, indent=2))
+    (out / "summary.json").write_text(json.dumps(result, indent=2))
     (out / "report.md").write_text(
         "# Ingest throughput\n\n| documents | chunks | pipeline chunks/s | embedder alone chunks/s"
         " | overhead |\n|---|---|---|---|---|\n"

@@ -7,7 +7,7 @@ server's own per-stage means from /metrics.
 
 It builds the demo collection (Pepys, Sept-Dec 1666, shipped in the package) in bench/.data
 unless PGCITE_DATA_DIR / PGCITE_DATABASE_URL say otherwise, creates a reader key, starts
-`pgcite serve` as a child process, and writes bench/results/http_load/{results.json,report.md}.
+`pgcite serve` as a child process, and writes bench/results/http_load/{summary.json,report.md}.
 Exit status 1 if any request failed.
 """
 
@@ -197,7 +197,7 @@ def main() -> None:
         server.wait(timeout=30)
     result = summarise(raw, args, wall, stages)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "report.md").write_text(report_md(result))
     print(report_md(result))
     if result["errors"]:

@@ -1,4 +1,5 @@
-"""Regenerate the results tables in bench/README.md from bench/results/*/results.json.
+"""Regenerate the results tables in bench/README.md from the committed bench/results/*/summary.json
+(a run of each benchmark rewrites its summary; see "How each table is made" in bench/README.md).
 
     python bench/make_readme.py
 """
@@ -64,23 +65,23 @@ def tables() -> str:
              " cutoff violations | database p50 ms |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name in RETRIEVAL:
-        path = RESULTS / name / "results.json"
+        path = RESULTS / name / "summary.json"
         if path.exists():
             lines += retrieval_rows(name, json.loads(path.read_text()))
-    scifact = RESULTS / "scifact" / "results.json"
+    scifact = RESULTS / "scifact" / "summary.json"
     if scifact.exists():
         top10 = json.loads(scifact.read_text())["metadata"].get("latency_top10_database", {})
         if top10:
             lines += ["", "### SciFact, database part of a top-10 query (vector precomputed)", "",
                       "| mode | p50 ms | p95 ms |", "|---|---|---|"]
             lines += [f"| {m} | {v['p50_ms']} | {v['p95_ms']} |" for m, v in top10.items()]
-    peers = RESULTS / "peers" / "results.json"
+    peers = RESULTS / "peers" / "summary.json"
     if peers.exists():
         latency = json.loads(peers.read_text())["metadata"].get("latency_top10", {})
         lines += ["", "### Peers on SciFact: top-10 hybrid latency, sequential (ms)", "",
                   "| what | p50 | p95 |", "|---|---|---|"]
         lines += [f"| {name} | {v['p50_ms']} | {v['p95_ms']} |" for name, v in latency.items()]
-    scale = RESULTS / "scale" / "results.json"
+    scale = RESULTS / "scale" / "summary.json"
     if scale.exists():
         lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]
         lines += scale_rows(json.loads(scale.read_text()))

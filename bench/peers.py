@@ -34,7 +34,7 @@ import pgcite
 from pgcite.evaluate import (
     GoldenQuery,
     GoldenSet,
-    Hit,
+    ScoredHit,
     Searcher,
     SearchOutcome,
     evaluate,
@@ -144,7 +144,7 @@ def haystack_searcher(pipe: Any, vectors: dict[str, np.ndarray],
         if empty_keyword is not None and not out["keyword"]["documents"]:
             empty_keyword.add(query.id)
         near = out["vector"]["documents"]
-        hits = [Hit(id=d.id, document_id=d.meta["document_id"], score=float(d.score))
+        hits = [ScoredHit(id=d.id, document_id=d.meta["document_id"], score=float(d.score))
                 for d in out["joiner"]["documents"]]
         return SearchOutcome(hits=hits, confidence=float(near[0].score) if near else None)
 
@@ -158,7 +158,7 @@ def haystack_keyword_searcher(store: Any, top_k: int) -> Searcher:
 
     def search(query: GoldenQuery) -> SearchOutcome:
         docs = retriever.run(query=query.text)["documents"]
-        return SearchOutcome(hits=[Hit(id=d.id, document_id=d.meta["document_id"],
+        return SearchOutcome(hits=[ScoredHit(id=d.id, document_id=d.meta["document_id"],
                                        score=float(d.score)) for d in docs])
 
     return search
@@ -216,7 +216,7 @@ class PlainSQL:
             rows = self.run(query.text, vectors[query.id], top_k)
             distances = [r[3] for r in rows if r[3] is not None]
             return SearchOutcome(
-                hits=[Hit(id=r[0], document_id=r[1], score=float(r[2])) for r in rows],
+                hits=[ScoredHit(id=r[0], document_id=r[1], score=float(r[2])) for r in rows],
                 confidence=1.0 - min(distances) if distances else None)
 
         return search
@@ -353,7 +353,7 @@ def main() -> None:
         rows = snapshot_chunks(col)
         store, load = load_haystack(url, rows)
         store_ef = haystack_store(url, recreate=False, ef_search=EF_SEARCH)
-        vectors, _ = embed_queries(col, golden)
+        vectors, _ = embed_queries(col.view(), golden)
         plain = PlainSQL(url, col)
         empty_keyword: set[str] = set()
         configs: dict[str, Searcher] = {
@@ -386,7 +386,7 @@ def main() -> None:
             "pgcite_keyword_empty": pgcite_empty,
             "latency_top10": latency,
         }
-        metadata = run_metadata(col, extra)
+        metadata = run_metadata(col.view(), extra)
         plain.conn.close()
     result = result.model_copy(update={"metadata": metadata})
     out = write(result, "peers" if not args.limit else "peers-smoke")

@@ -12,7 +12,7 @@ import sys
 from _common import DATA, VARIANTS, bm25s_searcher, client, ensure_collection, read_jsonl, write
 
 import pgcite
-from pgcite.evaluate import GoldenQuery, Hit, Searcher, SearchOutcome, evaluate, load_golden
+from pgcite.evaluate import GoldenQuery, ScoredHit, Searcher, SearchOutcome, evaluate, load_golden
 from pgcite.evaluate._collection import (
     collection_searcher,
     embed_queries,
@@ -31,7 +31,7 @@ def dated_bm25s(entries: list[dict[str, object]]) -> Searcher:
     def search(query: GoldenQuery) -> SearchOutcome:
         hits = [h for h in inner(query).hits
                 if query.cutoff is None or (dates[h.id] and str(dates[h.id]) <= str(query.cutoff))]
-        return SearchOutcome(hits=[Hit(h.id, h.document_id, h.score, _date(dates[h.id]))
+        return SearchOutcome(hits=[ScoredHit(h.id, h.document_id, h.score, _date(dates[h.id]))
                                    for h in hits[:DEPTH]])
 
     return search
@@ -55,15 +55,15 @@ def main() -> None:
     with client() as c:
         col = ensure_collection(c, args.collection, [root / "entries.jsonl"],
                                 overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
-        vectors, _ = embed_queries(col, golden)
+        vectors, _ = embed_queries(col.view(), golden)
         configs: dict[str, Searcher] = {
-            name: collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)
+            name: collection_searcher(col.view(), depth=DEPTH, vectors=vectors, **opts)
             for name, opts in VARIANTS.items()
         }
         configs["bm25s (reference, post-filtered)"] = dated_bm25s(entries)
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
-                          metadata=run_metadata(col, {"benchmark": "pepys-golden", "depth": DEPTH,
-                                                      "index_usage": index_usage(col, golden.queries[0].text)}))
+                          metadata=run_metadata(col.view(), {"benchmark": "pepys-golden", "depth": DEPTH,
+                                                      "index_usage": index_usage(col.view(), golden.queries[0].text)}))
     write(result, "pepys")
 
 

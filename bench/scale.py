@@ -172,7 +172,7 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
 
 
 def _previous(name: str) -> dict[str, Any] | None:
-    path = RESULTS / "scale" / "results.json"
+    path = RESULTS / "scale" / "summary.json"
     return json.loads(path.read_text()).get(name) if path.exists() else None
 
 
@@ -203,9 +203,9 @@ def main() -> None:
             print(json.dumps(results[name], indent=2), file=sys.stderr)
     out = RESULTS / "scale"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "summary.json").write_text(json.dumps(results, indent=2))
     (out / "report.md").write_text(render(results))
-    print(f"wrote {out}/results.json and report.md", file=sys.stderr)
+    print(f"wrote {out}/summary.json and report.md", file=sys.stderr)
 
 
 def render(results: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """SciFact (BEIR), train claims: pgcite's keyword, vector and hybrid legs side by side with the
 bm25s reference and exact dense search, plus per-stage latency at top-10.
 
-    python bench/scifact.py            # writes bench/results/scifact/{results.json,report.md,report.html}
+    python bench/scifact.py            # writes bench/results/scifact/{summary.json,report.md}; detail in runs/
 """
 
 from __future__ import annotations
@@ -65,10 +65,10 @@ def main() -> None:
     golden = load_golden(root, split="train")
     with client() as c:
         col = ensure_collection(c, "scifact", [root / "corpus.jsonl"])
-        vectors, embed_list = embed_queries(col, golden)
+        vectors, embed_list = embed_queries(col.view(), golden)
         embed_ms = {q.id: ms for q, ms in zip(golden.queries, embed_list, strict=True)}
         configs: dict[str, Searcher] = {
-            name: with_embed_time(collection_searcher(col, depth=DEPTH, vectors=vectors, **opts),
+            name: with_embed_time(collection_searcher(col.view(), depth=DEPTH, vectors=vectors, **opts),
                                   embed_ms)
             for name, opts in VARIANTS.items()
         }
@@ -76,9 +76,9 @@ def main() -> None:
                                                       depth=DEPTH)
         configs["exact dense (numpy)"] = exact_dense_searcher(col, vectors, depth=DEPTH)
         result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
-                          metadata=run_metadata(col, {
+                          metadata=run_metadata(col.view(), {
                               "benchmark": "scifact-train", "depth": DEPTH,
-                              "index_usage": index_usage(col, golden.queries[0].text),
+                              "index_usage": index_usage(col.view(), golden.queries[0].text),
                               "latency_top10_database": latency_top10(col, golden, vectors)}))
     write(result, "scifact")
 

@@ -14,8 +14,9 @@ relevant), p50/p95 latency, LLM calls, attempts, and every fallback or skip in t
 The judge (also the LLM router of ``+route+all``) is the packaged SmolLM2-135M-Instruct run by
 llama-cpp-python unless ``--judge openai`` names an OpenAI-compatible endpoint (key from
 PGCITE_LLM_API_KEY or OPENAI_API_KEY, if it needs one). The collection ``pepys`` must already
-exist (bench/pepys.py builds it); this script never ingests. Writes results.json and report.md
-to bench/results/selfcheck/ (``--quick``: bench/results/selfcheck/quick/).
+exist (bench/pepys.py builds it); this script never ingests. Writes summary.json and report.md
+to bench/results/selfcheck/ (``--quick``: bench/results/selfcheck/quick/); runs/results.json
+there, with every record (what ``--rebuild`` reads), is kept out of git.
 """
 
 from __future__ import annotations
@@ -526,6 +527,17 @@ def _machine() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores ({cpu})"
 
 
+def write_result(result: dict[str, Any], out: Path) -> None:
+    """summary.json (all but the per-query records: committed) in ``out``; results.json (with
+    the records: what --rebuild reads) in ``out/runs/``, which git ignores."""
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    (out / "runs" / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n",
+                                               encoding="utf-8")
+    summary = {k: v for k, v in result.items() if k != "records"}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n",
+                                      encoding="utf-8")
+
+
 def rebuild(path: Path) -> None:
     """Summary, changes and report.md again from the records in ``path`` (a results.json)."""
     result = json.loads(path.read_text(encoding="utf-8"))
@@ -533,9 +545,10 @@ def rebuild(path: Path) -> None:
     result["summary"] = summarise(result["records"], configs)
     result["changes_vs_plain"] = (changes_vs_plain(result["records"], configs)
                                   if "plain" in configs else {})
-    path.write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
-    (path.parent / "report.md").write_text(report(result), encoding="utf-8")
-    print(f"rebuilt {path} and {path.parent / 'report.md'}", file=sys.stderr)
+    out = path.parent.parent if path.parent.name == "runs" else path.parent
+    write_result(result, out)
+    (out / "report.md").write_text(report(result), encoding="utf-8")
+    print(f"rebuilt {path}, {out / 'summary.json'} and {out / 'report.md'}", file=sys.stderr)
 
 
 def main() -> None:
@@ -653,11 +666,11 @@ def main() -> None:
                              if "plain" in configs_run else {}),
         "records": records,
     }
-    (out / "results.json").write_text(json.dumps(result, indent=1, default=str) + "\n",
-                                      encoding="utf-8")
+    write_result(result, out)
     (out / "report.md").write_text(report(result), encoding="utf-8")
     progress.unlink()
-    print(f"wrote {out}/results.json, report.md ({wall_s / 60:.1f} min)", file=sys.stderr)
+    print(f"wrote {out}/summary.json, report.md, runs/results.json ({wall_s / 60:.1f} min)",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ Loopback only (the embedded server's Unix socket). Bounded: at most 120 s and 64
     python bench/snapshot_switch.py                 # 16 clients, 10 s
     python bench/snapshot_switch.py --seconds 30    # the acceptance run
 
-Writes bench/results/snapshot_switch/{results.json,report.md}.
+Writes bench/results/snapshot_switch/{summary.json,report.md}.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from typing import Any
 from _common import DATA, RESULTS, client, read_jsonl
 
 import pgcite
-from pgcite import _lifecycle
+from pgcite import lifecycle
 from pgcite.evaluate import load_golden
 from pgcite.evaluate._collection import git_commit
 from pgcite.ingest._pipeline import ingest
-from pgcite.store._gate import GateRefused, apply_floors
+from pgcite.lifecycle._gate import GateRefused, apply_floors
 from pgcite.store._snapshots import get_snapshot
 
 COLLECTION = "pepys_switch"
@@ -117,18 +117,18 @@ def prepare(c: pgcite.Client, floors: list[str], work: Path) -> tuple[pgcite.Col
     out: dict[str, Any] = {"golden": str(golden), "floors": gate.floors,
                            "tolerance": gate.tolerance}
     s1 = build(col, paths["one"])
-    first = _lifecycle.activate(col, s1)
+    first = lifecycle.activate(col, s1)
     out["snapshot_1"] = {"id": s1, "gated": first.gated, "passed": first.verdict is not None
                          and first.verdict.passed, "figures": _figures(col, s1)}
     broken = build(col, paths["broken"])
     try:
-        _lifecycle.activate(col, broken)
+        lifecycle.activate(col, broken)
         out["broken"] = {"id": broken, "refused": False}
     except GateRefused as exc:
         out["broken"] = {"id": broken, "refused": True, "message": exc.message,
                          "figures": _figures(col, broken)}
     s2 = build(col, paths["two"])
-    summary, verdict, _ = _lifecycle.check_gate(col, get_snapshot_of(col, s2),
+    summary, verdict, _ = lifecycle.check_gate(col, get_snapshot_of(col, s2),
                                                load_golden(golden))
     out["snapshot_2"] = {"id": s2, "would_pass": verdict.passed, "figures": summary.figures,
                          "failures": verdict.failure_text()}
@@ -215,7 +215,7 @@ def run_load(col: pgcite.Collection, s1: int, s2: int, *, clients: int, processe
     go.set()
     time.sleep(max(0.0, start_at.value - time.time()) + seconds / 2)
     t0 = time.time()
-    activation = _lifecycle.activate(col, s2)
+    activation = lifecycle.activate(col, s2)
     activated_at = time.time() - start_at.value
     activation_s = time.time() - t0
     results = [out.get(timeout=seconds + 120) for _ in procs]
@@ -345,7 +345,7 @@ def main() -> None:
               "machine": f"{platform.machine()}, {mp.cpu_count()} CPUs",
               "python": platform.python_version(), "pgcite": pgcite.__version__,
               "git_commit": git_commit(), "gate": gate, "load": load}
-    (out_dir / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out_dir / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     (out_dir / "report.md").write_text(report_md(result))
     print(report_md(result))
     ok = (load["errors"] == 0 and load["mixed_responses"] == 0 and gate["broken"]["refused"]

@@ -11,11 +11,12 @@ the stages do with a small local model, and how often they fall back.
     PGCITE_DATA_DIR=/tmp/pgcbench python bench/stages.py --quick     # smoke run → results/stages/quick/
 
 Needs the ``pepys`` and ``scifact`` collections already ingested (bench/pepys.py, bench/scifact.py):
-this script never ingests. Writes ``pepys/`` and ``scifact/`` (results.json, report.md,
-report.html, and stage_events.json: what each stage did for each query), ``pepys-rerank/`` and
+this script never ingests. Writes ``pepys/`` and ``scifact/`` (summary.json and report.md; in
+their ``runs/``, kept out of git: results.json, report.html, and stage_events.json -- what each
+stage did for each query), ``pepys-rerank/`` and
 ``scifact-rerank/`` when the reranker ran on fewer queries than the rest (with plain hybrid on the
 same queries), and ``summary.md``. Stage outcome counts (applied / skipped / fallback, per stage
-and configuration) are in each results.json under ``metadata.stage_outcomes``.
+and configuration) are in each summary.json under ``metadata.stage_outcomes``.
 """
 
 from __future__ import annotations
@@ -235,7 +236,7 @@ def run_dataset(ds: Dataset, chosen: list[Spec], *, rerank_queries: int, chat: A
     and the HyDE cache can be reset between them), merged into one result; the reranker on a
     prefix of the queries gets its own result (with the baseline on the same prefix) unless
     that prefix is the whole set."""
-    vectors, embed_ms = embed_queries(ds.plain, ds.golden)
+    vectors, embed_ms = embed_queries(ds.plain.view(), ds.golden)
     warm = ds.golden.queries[0]
     for col in (ds.plain, ds.llm):  # connection pools and caches, not measured
         for plan in ({**OFF, "route": True}, OFF, OFF, OFF):
@@ -305,7 +306,7 @@ def run_dataset(ds: Dataset, chosen: list[Spec], *, rerank_queries: int, chat: A
             notes.append(note)
         result = first.model_copy(update={
             "configurations": {k: r.configurations[k] for k, r in parts.items()},
-            "metadata": run_metadata(ds.plain, meta), "notes": notes})
+            "metadata": run_metadata(ds.plain.view(), meta), "notes": notes})
         return result, {k: logs[k].events for k in parts}
 
     out = [(ds.name, *merged(results, None))]
@@ -412,7 +413,7 @@ def summary(results: dict[str, EvalResult], chosen: list[Spec], meta: dict[str, 
               + (", `scifact-rerank/report.md`" if sr is not None else "")
               + (", `pepys-rerank/report.md`" if pr is not None else "")
               + " (nDCG, Recall, MRR per kind; latency percentiles; per-query stage events in "
-              "`stage_events.json`, next to each results.json).", ""]
+              "`runs/stage_events.json` of each, written by a run, not kept in git).", ""]
     return "\n".join(lines)
 
 
@@ -495,7 +496,7 @@ def main() -> None:
                         ds, chosen, rerank_queries=rerank_queries, chat=chat, extra=extra):
                     results[key] = result
                     folder = write(result, f"{out_name}/{key}")
-                    (folder / "stage_events.json").write_text(
+                    (folder / "runs" / "stage_events.json").write_text(
                         json.dumps(events, indent=1, ensure_ascii=False), encoding="utf-8")
     minutes = (time.perf_counter() - wall) / 60
     meta = {

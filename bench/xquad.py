@@ -31,16 +31,16 @@ def main() -> None:
             col = ensure_collection(c, f"xquad_{corpus_lang}_e5", [corpus], language=ts_config,
                                     embedder=EMBEDDER)
             golden = load_golden(DATA / "xquad" / query_lang, split="test", name=name)
-            vectors, _ = embed_queries(col, golden)
+            vectors, _ = embed_queries(col.view(), golden)
             configs: dict[str, Searcher] = {
-                name: collection_searcher(col, depth=DEPTH, vectors=vectors, **opts)
+                name: collection_searcher(col.view(), depth=DEPTH, vectors=vectors, **opts)
                 for name, opts in VARIANTS.items()
             }
             if snowball:
                 configs["bm25s (reference)"] = bm25s_searcher(read_jsonl(corpus),
                                                               language=snowball, depth=DEPTH)
             result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
-                              metadata=run_metadata(col, {"benchmark": name, "depth": DEPTH}))
+                              metadata=run_metadata(col.view(), {"benchmark": name, "depth": DEPTH}))
             write(result, name)
 
 

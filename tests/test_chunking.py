@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pgcite._errors import ConfigError
+from pgcite._types import ChunkDraft, Document, Unit
 from pgcite.ingest._chunking import chunk_document, citation_suffix, format_citation
-from pgcite.ingest._types import ChunkDraft, Document, Unit
 
 
 def words(s: str) -> int:

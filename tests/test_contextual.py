@@ -15,6 +15,7 @@ import pytest
 from psycopg import sql
 
 import pgcite
+from pgcite._types import ChunkDraft, Document, Unit
 from pgcite.config import Settings
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest import _pipeline, _reembed
@@ -25,7 +26,6 @@ from pgcite.ingest._chunking import (
     context_header,
     embedding_text,
 )
-from pgcite.ingest._types import ChunkDraft, Document, Unit
 from pgcite.llm import OpenAIChat
 from pgcite.store._collections import CollectionSettings
 

@@ -12,7 +12,7 @@ from pgcite.evaluate import (
     EvalResult,
     GoldenQuery,
     GoldenSet,
-    Hit,
+    ScoredHit,
     SearchOutcome,
     evaluate,
     load_golden,
@@ -25,18 +25,18 @@ FIXTURES = Path(__file__).parent / "fixtures" / "eval"
 EARLY, LATE = dt.date(1663, 6, 1), dt.date(1665, 1, 1)
 
 
-def _fillers(n: int) -> list[Hit]:
-    return [Hit(f"f{i}-a", f"f{i}", 0.5 - i / 100, EARLY) for i in range(n)]
+def _fillers(n: int) -> list[ScoredHit]:
+    return [ScoredHit(f"f{i}-a", f"f{i}", 0.5 - i / 100, EARLY) for i in range(n)]
 
 
 def good(query: GoldenQuery) -> SearchOutcome:
     """Passes g1, g3, g4 and both absent queries (calibrated); misses g2 at rank 11."""
-    plans: dict[str, tuple[list[Hit], float | None]] = {
-        "g1": ([Hit("d1-a", "d1", 0.9), Hit("d1-b", "d1", 0.85), Hit("x-a", "x", 0.8), Hit("d2-a", "d2", 0.7)], 0.9),
-        "g2": ([*_fillers(10), Hit("d3-a", "d3", 0.01)], 0.8),
-        "g3": ([*_fillers(9), Hit("d4-a", "d4", 0.01)], 0.7),
-        "g4": ([Hit("d7-a", "d7", 0.9, EARLY), Hit("d8-a", "d8", 0.8, LATE), Hit("z-a", "z", 0.7)], 0.6),
-        "g5": ([Hit("x-a", "x", 0.2)], 0.2),
+    plans: dict[str, tuple[list[ScoredHit], float | None]] = {
+        "g1": ([ScoredHit("d1-a", "d1", 0.9), ScoredHit("d1-b", "d1", 0.85), ScoredHit("x-a", "x", 0.8), ScoredHit("d2-a", "d2", 0.7)], 0.9),
+        "g2": ([*_fillers(10), ScoredHit("d3-a", "d3", 0.01)], 0.8),
+        "g3": ([*_fillers(9), ScoredHit("d4-a", "d4", 0.01)], 0.7),
+        "g4": ([ScoredHit("d7-a", "d7", 0.9, EARLY), ScoredHit("d8-a", "d8", 0.8, LATE), ScoredHit("z-a", "z", 0.7)], 0.6),
+        "g5": ([ScoredHit("x-a", "x", 0.2)], 0.2),
         "g6": ([], None),
     }  # fmt: skip
     hits, confidence = plans[query.id]
@@ -189,7 +189,7 @@ def test_query_judged_only_non_relevant_has_no_pass_or_fail() -> None:
     beir = load_golden(FIXTURES / "beir")  # q1, q2 relevant; q4 judged with grade 0 only
 
     def search(query: GoldenQuery) -> SearchOutcome:
-        return SearchOutcome(hits=[Hit("d1-a", "d1", 1.0)], confidence=0.5)
+        return SearchOutcome(hits=[ScoredHit("d1-a", "d1", 1.0)], confidence=0.5)
 
     config = evaluate(beir, {"s": search}, progress=False).configurations["s"]
     assert {r.id: r.passed for r in config.queries} == {"q1": True, "q2": False, "q4": None}

@@ -12,7 +12,7 @@ from pgcite._errors import ConfigError
 from pgcite.evaluate import (
     EvalResult,
     GoldenQuery,
-    Hit,
+    ScoredHit,
     Searcher,
     SearchOutcome,
     compare_results,
@@ -33,10 +33,10 @@ def _searcher(miss: set[str]) -> Searcher:
     def search(query: GoldenQuery) -> SearchOutcome:
         if query.kind == "absent":
             return SearchOutcome(
-                hits=[Hit("x-a", "x", 0.1)], confidence=0.1, timings_ms={"database": 2.0}
+                hits=[ScoredHit("x-a", "x", 0.1)], confidence=0.1, timings_ms={"database": 2.0}
             )
         docs = ["x"] if query.id in miss else [*sorted(query.relevant), "x"]
-        hits = [Hit(f"{d}-a", d, 1.0 - i / 10) for i, d in enumerate(docs)]
+        hits = [ScoredHit(f"{d}-a", d, 1.0 - i / 10) for i, d in enumerate(docs)]
         return SearchOutcome(hits=hits, confidence=0.9, timings_ms={"database": 3.0})
 
     return search

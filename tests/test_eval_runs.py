@@ -12,8 +12,8 @@ from ranx import evaluate as ranx_evaluate
 
 from pgcite._errors import ConfigError
 from pgcite.evaluate import (
-    Hit,
     Run,
+    ScoredHit,
     collapse_to_documents,
     load_golden,
     read_trec_run,
@@ -27,11 +27,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "eval"
 
 def test_collapse_keeps_best_chunk_per_document_in_order() -> None:
     hits = [
-        Hit("a-2", "A", 0.9),
-        Hit("b-1", "B", 0.8, dt.date(1660, 1, 1)),
-        Hit("a-1", "A", 0.7),
-        Hit("c-1", "C", 0.6),
-        Hit("b-3", "B", 0.5),
+        ScoredHit("a-2", "A", 0.9),
+        ScoredHit("b-1", "B", 0.8, dt.date(1660, 1, 1)),
+        ScoredHit("a-1", "A", 0.7),
+        ScoredHit("c-1", "C", 0.6),
+        ScoredHit("b-3", "B", 0.5),
     ]
     kept = collapse_to_documents(hits)
     assert [h.id for h in kept] == ["a-2", "b-1", "c-1"]

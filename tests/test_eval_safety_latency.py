@@ -10,7 +10,7 @@ import pytest
 from pgcite.evaluate import (
     Budget,
     GoldenQuery,
-    Hit,
+    ScoredHit,
     check_budgets,
     check_query,
     summarize_latencies,
@@ -29,10 +29,10 @@ CUTOFF = GoldenQuery(
 
 def test_cutoff_violations_count_late_and_undated_hits() -> None:
     hits = [
-        Hit("d1-a", "d1", 0.9, dt.date(1663, 12, 31)),  # on the cutoff: allowed
-        Hit("d2-a", "d2", 0.8, dt.date(1664, 1, 1)),  # one day late
-        Hit("d3-a", "d3", 0.7, None),  # undated: cannot be shown to respect the cutoff
-        Hit("d4-a", "d4", 0.6, dt.date(1660, 1, 1)),
+        ScoredHit("d1-a", "d1", 0.9, dt.date(1663, 12, 31)),  # on the cutoff: allowed
+        ScoredHit("d2-a", "d2", 0.8, dt.date(1664, 1, 1)),  # one day late
+        ScoredHit("d3-a", "d3", 0.7, None),  # undated: cannot be shown to respect the cutoff
+        ScoredHit("d4-a", "d4", 0.6, dt.date(1660, 1, 1)),
     ]
     counts = check_query(CUTOFF, hits)
     assert (counts.cutoff_violations, counts.undated_on_cutoff) == (2, 1)
@@ -41,15 +41,15 @@ def test_cutoff_violations_count_late_and_undated_hits() -> None:
 def test_no_cutoff_means_no_violations_even_undated() -> None:
     query = GoldenQuery(id="f", text="t", kind="fact", relevant={"d1": 1})
     assert check_query(
-        query, [Hit("x", "x", 1.0, None), Hit("y", "y", 1.0, dt.date(1669, 1, 1))]
+        query, [ScoredHit("x", "x", 1.0, None), ScoredHit("y", "y", 1.0, dt.date(1669, 1, 1))]
     ) == (check_query(query, []))
 
 
 def test_must_not_counts_every_chunk_at_any_depth() -> None:
-    filler = [Hit(f"f{i}", f"f{i}", 1.0, dt.date(1660, 1, 1)) for i in range(50)]
+    filler = [ScoredHit(f"f{i}", f"f{i}", 1.0, dt.date(1660, 1, 1)) for i in range(50)]
     late = [
-        Hit("late-a", "late", 0.1, dt.date(1660, 1, 1)),
-        Hit("late-b", "late", 0.1, dt.date(1660, 1, 2)),
+        ScoredHit("late-a", "late", 0.1, dt.date(1660, 1, 1)),
+        ScoredHit("late-b", "late", 0.1, dt.date(1660, 1, 2)),
     ]
     counts = check_query(CUTOFF, filler + late)  # far beyond any top k
     assert counts.must_not_hits == 2
@@ -58,9 +58,9 @@ def test_must_not_counts_every_chunk_at_any_depth() -> None:
 
 def test_safety_summary_by_kind() -> None:
     rows = [
-        ("cutoff", check_query(CUTOFF, [Hit("a", "late", 1.0, dt.date(1665, 1, 1))])),
+        ("cutoff", check_query(CUTOFF, [ScoredHit("a", "late", 1.0, dt.date(1665, 1, 1))])),
         ("cutoff", check_query(CUTOFF, [])),
-        ("fact", check_query(CUTOFF, [Hit("b", "x", 1.0, None), Hit("c", "y", 1.0, None)])),
+        ("fact", check_query(CUTOFF, [ScoredHit("b", "x", 1.0, None), ScoredHit("c", "y", 1.0, None)])),
     ]
     safety = summarize_safety(rows)
     assert safety.total.cutoff_violations == 3

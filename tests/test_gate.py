@@ -10,11 +10,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 import pgcite
-from pgcite.store._gate import (
-    DEFAULT_FLOORS,
+from pgcite._gate_settings import DEFAULT_FLOORS, GateSettings
+from pgcite.lifecycle._gate import (
     EvalSummary,
     GateRefused,
-    GateSettings,
     apply_floors,
     floor_checks,
     forced_skips,

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 import pgcite
 from pgcite._errors import ConfigError, LoadError
+from pgcite._types import Document
 from pgcite.cli import app
 from pgcite.config import Settings
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._dates import DateError, date_in_name, parse_dates
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
-from pgcite.ingest._types import Document
 from pgcite.service import ServiceConfig, create_app, create_key
 
 from .test_loaders import make_pdf

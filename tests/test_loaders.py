@@ -11,6 +11,7 @@ import pytest
 from pypdf import PdfReader, PdfWriter
 
 from pgcite._errors import ConfigError, LoadError
+from pgcite._types import Document
 from pgcite.ingest._loaders import (
     SUPPORTED_SUFFIXES,
     FieldMapping,
@@ -18,7 +19,6 @@ from pgcite.ingest._loaders import (
     iter_documents,
     slugify,
 )
-from pgcite.ingest._types import Document
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sources"
 

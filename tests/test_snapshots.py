@@ -16,12 +16,12 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 import pgcite
-from pgcite import _lifecycle
+from pgcite import lifecycle
 from pgcite.cli import app
 from pgcite.config import Settings
 from pgcite.ingest import _pipeline
 from pgcite.ingest._pipeline import ingest
-from pgcite.store._gate import GateRefused
+from pgcite.lifecycle._gate import GateRefused
 from pgcite.store._snapshots import activations
 
 from .conftest import DIARY
@@ -222,7 +222,7 @@ def test_force_activates_logs_what_it_skipped_and_rollback_returns(
     assert back.exit_code == 0 and json.loads(back.stdout)["snapshot_id"] == 1
     # another process switched it: this client learns by NOTIFY, within moments, not at once
     assert eventually(lambda: fresh.active_snapshot().snapshot_id == 1)
-    again = _lifecycle.rollback(fresh)  # a second rollback undoes the first
+    again = lifecycle.rollback(fresh)  # a second rollback undoes the first
     assert again.snapshot_id == sid and again.previous_id == 1
 
 
@@ -238,7 +238,7 @@ def test_regression_against_the_active_snapshot_is_refused(
                  progress=False, settings=settings).snapshot_id
     assert sid is not None
     with pytest.raises(GateRefused, match=r"recall@10 0\.\d+ < 0\.\d+ \(active 1\.00 - "):
-        _lifecycle.activate(fresh, sid)
+        lifecycle.activate(fresh, sid)
 
 
 def test_gated_ingest_activates_only_what_passes(
@@ -261,9 +261,9 @@ def test_activation_without_golden_is_ungated(fresh: pgcite.Collection, tmp_path
     sid = ingest(fresh.client.db, fresh.name, [half], replace=True, activate=False,
                  progress=False, settings=settings).snapshot_id
     assert sid is not None
-    result = _lifecycle.activate(fresh, sid)
+    result = lifecycle.activate(fresh, sid)
     assert not result.gated and fresh.active_snapshot().snapshot_id == sid
-    again = _lifecycle.activate(fresh, sid)  # idempotent: nothing changes, nothing is logged
+    again = lifecycle.activate(fresh, sid)  # idempotent: nothing changes, nothing is logged
     assert not again.changed and again.previous_id == 1
     with fresh.client.connection() as conn:
         assert len(activations(conn, fresh.info)) == 2
@@ -339,7 +339,7 @@ def test_gc_waits_for_a_committing_build(
     try:
         assert inside.wait(60)
         with pytest.raises(pgcite.PgciteError, match="committing now"):
-            _lifecycle.gc(fresh, older_than=dt.timedelta(0), keep_retired=0)
+            lifecycle.gc(fresh, older_than=dt.timedelta(0), keep_retired=0)
     finally:
         release.set()
         worker.join(60)
@@ -349,8 +349,8 @@ def test_gc_waits_for_a_committing_build(
 def test_vectors_of_another_dimension_are_refused(fresh: pgcite.Collection) -> None:
     import psycopg
 
+    from pgcite._types import ChunkDraft
     from pgcite.embed._base import EmbedderSpec
-    from pgcite.ingest._types import ChunkDraft
     from pgcite.store._snapshots import build_snapshot, insert_version
 
     chunk = ChunkDraft(id="x-a", document_id="x", ordinal=0, body="odd", title=None, locator=None,

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 import pgcite
-from pgcite import _lifecycle
+from pgcite import lifecycle
 from pgcite.config import Settings
 from pgcite.ingest._pipeline import ingest
 from pgcite.store._active import ActivePointerCache
@@ -63,7 +63,7 @@ def test_activation_elsewhere_is_noticed_by_notification(
     assert col.client.active_pointers().wait_listening()
     assert col.active_snapshot().snapshot_id == s1
     with pgcite.Client(settings) as other:  # another "process": its own connections
-        _lifecycle.activate(other.collection(col.name), s2)
+        lifecycle.activate(other.collection(col.name), s2)
     assert wait_for(lambda: col.active_snapshot().snapshot_id == s2, timeout=5)
     assert col.client.active_pointers().stats.notifications >= 1
 
@@ -147,7 +147,7 @@ def test_switch_under_concurrent_queries(two: tuple[pgcite.Collection, int, int]
     for t in threads:
         t.start()
     time.sleep(1.5)
-    _lifecycle.activate(col, s2)
+    lifecycle.activate(col, s2)
     switched = time.monotonic()
     time.sleep(1.5)
     stop.set()

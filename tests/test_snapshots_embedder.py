@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pgcite
-from pgcite import _lifecycle
+from pgcite import lifecycle
 from pgcite.config import Settings
 from pgcite.embed._registry import load_embedder
 from pgcite.store._collections import vector_index_name
@@ -75,7 +75,7 @@ def test_minilm_to_e5_switch(client: pgcite.Client, settings: Settings, tmp_path
         # the old snapshot still serves, the collection still records MiniLM
         assert col.active_snapshot().snapshot_id == old.snapshot_id
         assert client.collection(col.name).info.embedder.model_key == old.embed_model
-        result = _lifecycle.activate(col, new)
+        result = lifecycle.activate(col, new)
     finally:
         stop.set()
         runner.join(30)
@@ -111,9 +111,9 @@ def test_minilm_to_e5_switch(client: pgcite.Client, settings: Settings, tmp_path
     # ingest now embeds with the recorded e5; rollback brings MiniLM back, record included
     added = col.ingest([write_lines(tmp_path / "s.jsonl", [json.dumps(SECRET)])])
     assert added.activated and col.active_snapshot().embed_model == e5_key
-    back = _lifecycle.rollback(col)
+    back = lifecycle.rollback(col)
     assert back.snapshot_id == new  # the previous of the post-ingest snapshot
-    _lifecycle.activate(col, old.snapshot_id)
+    lifecycle.activate(col, old.snapshot_id)
     assert client.collection(col.name).info.embedder.model_key == old.embed_model
     assert col.search("fire", top_k=1).embedding_model == old.embed_model
     client.drop_collection(col.name)

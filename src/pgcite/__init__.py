@@ -4,8 +4,13 @@
 >>> client = pgcite.connect()                       # embedded PostgreSQL 18 + pgvector
 >>> diary = client.create_collection("pepys")
 >>> diary.ingest(["entries.jsonl"])
->>> diary.search("the Great Fire", cutoff="1666-12-31").hits[0].id
+>>> diary.search("the Great Fire", filters={"cutoff": "1666-12-31"}).hits[0].id
+
+Everything a public signature names is exported here (docs/api.md); modules whose names start
+with ``_`` are private.
 """
+
+from importlib.metadata import version
 
 from pgcite._async import AsyncClient, AsyncCollection, connect_async
 from pgcite._client import Client, Collection, connect
@@ -19,41 +24,78 @@ from pgcite._errors import (
     LoadError,
     PgciteError,
 )
-from pgcite.answer import Answer, Source
+from pgcite._gate_settings import GateSettings
+from pgcite._types import Fusion, Mode
+from pgcite.answer import Answer, Generator, GeneratorConfig, Source, TraceEvent
+from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.config import Settings
 from pgcite.embed import Embedder, EmbedderSpec
 from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
+from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
+from pgcite.llm import ChatModel, LLMConfig
 from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
+from pgcite.retrieve._hits import StageEvent
+from pgcite.retrieve._pipeline import StageModels, Stages, StageTimeouts
+from pgcite.retrieve._rerank import Reranker
+from pgcite.retrieve._search import Ordering, SearchOptions
+from pgcite.retrieve._view import SearchView
+from pgcite.store._collections import CollectionInfo, CollectionSettings
+from pgcite.store._snapshots import SnapshotInfo
 
-__version__ = "0.1.0"
+__version__ = version("pgcite")  # pyproject.toml is the one place the version is written
 
 __all__ = [
+    "ActivationResult",
     "Answer",
     "AsyncClient",
     "AsyncCollection",
+    "ChatModel",
     "Client",
     "Collection",
     "CollectionExists",
+    "CollectionInfo",
     "CollectionNotFound",
+    "CollectionSettings",
     "ConfigError",
     "DatabaseError",
     "Document",
     "Embedder",
     "EmbedderError",
     "EmbedderSpec",
+    "EvalSummary",
+    "ExternalSearch",
     "FieldMapping",
     "FilterError",
     "Filters",
+    "Fusion",
+    "GateRefused",
+    "GateSettings",
+    "Generator",
+    "GeneratorConfig",
     "Hit",
     "IngestReport",
+    "LLMConfig",
     "LoadError",
     "MetadataPredicate",
+    "Mode",
+    "Ordering",
     "Overrides",
     "PgciteError",
+    "Reranker",
+    "SearchOptions",
     "SearchResult",
+    "SearchView",
+    "SelfCheckOptions",
     "Settings",
+    "SnapshotInfo",
     "Source",
+    "StageEvent",
+    "StageModels",
+    "StageTimeouts",
+    "Stages",
+    "TraceEvent",
     "Unit",
+    "Verdict",
     "connect",
     "connect_async",
 ]

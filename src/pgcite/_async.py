@@ -26,6 +26,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from pgcite._client import Client, Collection, connect
+from pgcite._types import Mode
 from pgcite.answer._types import Answer
 from pgcite.embed._registry import embedder_for_key
 from pgcite.ingest._pipeline import IngestReport
@@ -76,7 +77,7 @@ class AsyncCollection:
         query: str,
         *,
         top_k: int = 5,
-        mode: str = "hybrid",
+        mode: Mode = "hybrid",
         filters: Filters | dict[str, Any] | None = None,
         cutoff: dt.date | str | None = None,
         corpora: Sequence[str] | None = None,
@@ -89,8 +90,8 @@ class AsyncCollection:
         plan = Stages.model_validate(self.sync.info.settings.stages).merged(stages)
         if plan.active:
             return await asyncio.to_thread(
-                self.sync.search, query, top_k=top_k, mode=mode, filters=filters,
-                cutoff=cutoff, corpora=corpora, metadata=metadata, explain=explain,
+                self.sync.search, query, top_k=top_k, mode=mode,
+                filters=merge_filters(filters, cutoff, corpora, metadata), explain=explain,
                 snapshot_id=snapshot_id, stages=stages)
         merged = merge_filters(filters, cutoff, corpora, metadata)
         settings = self.sync.info.settings

@@ -5,31 +5,36 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from pgcite._errors import CollectionNotFound, EmbedderError, PgciteError
+from pgcite._errors import CollectionNotFound, PgciteError
 from pgcite._models import chat_model_from, reranker_from
+from pgcite._types import Mode
+from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.answer._types import Answer, Generator
 from pgcite.config import Settings
 from pgcite.embed._registry import DEFAULT_EMBEDDER, embedder_for_key, load_embedder
 from pgcite.ingest._loaders import FieldMapping, Overrides
 from pgcite.ingest._pipeline import IngestReport, ingest
+from pgcite.lifecycle import ActivationResult, activate, gate_ingest, rollback
 from pgcite.llm import ChatModel
-from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
+from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import SearchResult
-from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
+from pgcite.retrieve._pipeline import StageModels, Stages
 from pgcite.retrieve._rerank import Reranker
-from pgcite.retrieve._search import Ordering, SearchOptions, run_search
+from pgcite.retrieve._search import SearchOptions
 from pgcite.retrieve._snippets import with_snippets
 from pgcite.retrieve._undated import undated_excluded
+from pgcite.retrieve._view import ConnectionFactory, SearchView
 from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import (
     CollectionInfo,
@@ -39,6 +44,7 @@ from pgcite.store._collections import (
     drop_collection,
     get_collection,
     list_collections,
+    validate_name,
 )
 from pgcite.store._database import Database
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_without, list_documents
@@ -46,10 +52,10 @@ from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshot
 
 R = TypeVar("R", SearchResult, Answer)
 
-if TYPE_CHECKING:
-    from pgcite._lifecycle import ActivationResult  # imports this module
-    from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
-
+# Collection.search's keywords before SearchOptions: each still works for a release, warning
+_LEGACY_FILTERS = ("cutoff", "corpora", "metadata")
+_LEGACY_OPTIONS = ("ordering", "fetch_multiplier", "rrf_k", "weights", "ef_search", "fusion",
+                   "term_depth")
 
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
@@ -70,12 +76,14 @@ class Client:
         self._llm, self._llm_ready = llm, llm is not None
         self._reranker, self._reranker_ready = reranker, reranker is not None
         self._models_lock = threading.RLock()  # reranker() may build the LLM through llm()
+        self._built: list[object] = []  # models this client built (and so closes), once each
 
     def llm(self) -> ChatModel | None:
         """The chat model for HyDE, decomposition, routing, grading (None if not configured)."""
         with self._models_lock:
             if not self._llm_ready:
                 self._llm, self._llm_ready = chat_model_from(self.settings), True
+                self._built.append(self._llm)
             return self._llm
 
     def reranker(self) -> Reranker | None:
@@ -85,6 +93,7 @@ class Client:
                 # the LLM reranker shares the client's one chat model (a local model loads once)
                 self._reranker = reranker_from(self.settings, self.llm())
                 self._reranker_ready = True
+                self._built.append(self._reranker)
             return self._reranker
 
     @contextmanager
@@ -107,6 +116,16 @@ class Client:
         return self._active
 
     def close(self) -> None:
+        with self._models_lock:  # the models built from settings; given ones are the caller's
+            built, self._built = self._built, []
+            for model in built:
+                close = getattr(model, "close", None)  # HTTP clients hold connections
+                if callable(close):
+                    close()
+            if any(m is self._llm for m in built):
+                self._llm, self._llm_ready = None, False
+            if any(m is self._reranker for m in built):
+                self._reranker, self._reranker_ready = None, False
         if self._active is not None:
             self._active.close()
             self._active = None
@@ -132,6 +151,7 @@ class Client:
         embedder: str = DEFAULT_EMBEDDER,
         settings: CollectionSettings | None = None,
     ) -> Collection:
+        validate_name(name)  # before loading a model: a bad name is said at once
         spec = load_embedder(embedder, self.settings).spec
         with self.db.transaction() as conn:
             create_collection(conn, name, language=language, embedder=spec, settings=settings)
@@ -157,9 +177,15 @@ class Client:
 class Collection:
     """One collection: ingest into it, search it."""
 
-    def __init__(self, client: Client, info: CollectionInfo) -> None:
+    def __init__(self, client: Client, info: CollectionInfo, *,
+                 connection: ConnectionFactory | None = None,
+                 view: SearchView | None = None) -> None:
         self.client = client
         self.info = info
+        # Where this collection's queries get connections: the client's pool, or (the service)
+        # a role-scoped transaction on it. Admin work always uses the client's own.
+        self._connection: ConnectionFactory = connection or client.connection
+        self._pinned = view
 
     @property
     def name(self) -> str:
@@ -174,15 +200,11 @@ class Collection:
     ) -> ActivationResult:
         """Make a snapshot live through the evaluation gate (when the collection has a golden
         set); raises ``GateRefused`` naming the failing figures. See docs/snapshots.md."""
-        from pgcite._lifecycle import activate
-
         return activate(self, snapshot_id, golden_path=Path(golden) if golden else None,
                         force=force)
 
     def rollback(self) -> ActivationResult:
         """Back to the previously active snapshot (no gate: it passed when it was live)."""
-        from pgcite._lifecycle import rollback
-
         return rollback(self)
 
     def snapshots(self) -> list[SnapshotInfo]:
@@ -199,7 +221,7 @@ class Collection:
         return snapshot
 
     def _read_active(self) -> SnapshotInfo | None:
-        with self.client.connection() as conn:
+        with self._connection() as conn:
             return active_snapshot(conn, self.info)
 
     def ingest(
@@ -230,8 +252,6 @@ class Collection:
             chat=self.client.llm() if current.contextual == "llm" else None,
         )
         if gated and report.snapshot_id is not None:
-            from pgcite._lifecycle import gate_ingest
-
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)
         return report
@@ -260,70 +280,69 @@ class Collection:
                 raise PgciteError(f"collection {self.name!r} has no active snapshot yet")
             report = build_without(conn, info, base, ids, activate=activate and not gated)
         if gated:
-            from pgcite._lifecycle import gate_ingest
+            from pgcite.lifecycle import gate_ingest
 
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)
         return report
 
+    def view(self, snapshot_id: int | None = None, *, embedder: bool = True) -> SearchView:
+        """This collection as one request sees it: one snapshot (the active one unless
+        ``snapshot_id``), the snapshot's embedder (unless ``embedder=False``) and the client's
+        stage models, resolved once. Everything a request does goes through one view."""
+        if self._pinned is not None and snapshot_id is None:
+            return self._pinned
+        snapshot = self._snapshot(snapshot_id)
+        # The snapshot's recorded model, never the collection's current one: a query is embedded
+        # by exactly the model its snapshot's vectors came from.
+        model = embedder_for_key(snapshot.embed_model, self.client.settings) if embedder else None
+        models = StageModels(chat=self.client.llm(), reranker=self.client.reranker(),
+                             embedder=model)
+        return SearchView(info=self.info, snapshot=snapshot, models=models,
+                          connection=self._connection)
+
+    def pinned(self, view: SearchView) -> Collection:
+        """This collection with every search going through ``view`` (one snapshot, one set of
+        models), e.g. for the several searches of one answer."""
+        return Collection(self.client, self.info, connection=self._connection, view=view)
+
     def search(
         self,
         query: str,
         *,
-        top_k: int = 5,
-        mode: str = "hybrid",
-        filters: Filters | dict[str, Any] | None = None,
-        cutoff: dt.date | str | None = None,
-        corpora: Sequence[str] | None = None,
-        metadata: Sequence[MetadataPredicate] | None = None,
+        top_k: int | None = None,
+        mode: Mode | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        stages: Stages | Mapping[str, Any] | None = None,
         explain: bool = False,
-        ordering: Ordering = "score",
-        fetch_multiplier: int = 3,
-        rrf_k: int = 60,
-        weights: tuple[float, float] | None = None,
-        ef_search: int | None = None,
-        fusion: str | None = None,
-        term_depth: int | None = None,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
-        stages: Stages | Mapping[str, Any] | None = None,
         snippets: bool = True,
+        **legacy: Any,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
-        ``cutoff``, ``corpora`` and ``metadata`` are shorthands merged into ``filters``.
-        ``fusion`` and ``weights`` default to the collection's settings (convex, 1:1 unless
-        set with ``pgcite collection set --fusion/--weights``). ``stages`` overrides the
-        collection's optional quality stages for this query, e.g. ``{"rerank": True}``
+        ``filters`` (a :class:`Filters` or a dict: cutoff, corpora, authors, metadata …) says
+        what may come back; ``options`` (a :class:`SearchOptions` or a dict: fusion, weights,
+        ef_search …) how it is ranked; ``top_k`` and ``mode`` are shorthands for the two options
+        set most often. ``fusion`` and ``weights`` default to the collection's settings (convex,
+        1:1 unless set with ``pgcite collection set --fusion/--weights``). ``stages`` overrides
+        the collection's optional quality stages for this query, e.g. ``{"rerank": True}``
         (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
         ``snippets``: give each hit a ``snippet`` around the words that matched, with their
         ``highlights`` (one more statement over the returned hits; docs/retrieval.md).
+        The old keywords (``cutoff=``, ``fusion=`` …) still work, with a DeprecationWarning.
         """
-        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
-        kwargs: dict[str, Any] = dict(
-            mode=mode, filters=merge_filters(filters, cutoff, corpora, metadata),
-            explain=explain, ordering=ordering, fetch_multiplier=fetch_multiplier, rrf_k=rrf_k,
-            weights=weights, ef_search=ef_search, fusion=fusion, term_depth=term_depth,
-            snapshot_id=snapshot_id)
-        if not plan.active:
-            result = self._search_once(query, top_k=top_k, query_vector=query_vector, **kwargs)
-            return self._finish(result, kwargs["filters"], snippets)
-        snapshot = self._snapshot(snapshot_id)
-        embedder = (embedder_for_key(snapshot.embed_model, self.client.settings)
-                    if mode != "keyword" else None)
-
-        def one(text: str, depth: int, vector: np.ndarray | None,
-                legs: tuple[float, float] | None) -> SearchResult:
-            if vector is None and text == query:
-                vector = query_vector
-            return self._search_once(text, top_k=depth, query_vector=vector,
-                                     **{**kwargs, "weights": self._tilt(weights, legs)})
-
-        models = StageModels(chat=self.client.llm(), reranker=self.client.reranker(),
-                             embedder=embedder)
-        result = staged_search(one, query, top_k=top_k, mode=mode, stages=plan, models=models,
-                               cutoff=kwargs["filters"].cutoff)
-        return self._finish(result, kwargs["filters"], snippets)
+        merged_filters, merged_options = _legacy_search_arguments(filters, options, legacy)
+        shorthand = {k: v for k, v in (("top_k", top_k), ("mode", mode)) if v is not None}
+        if shorthand:
+            merged_options = SearchOptions(**{**merged_options.model_dump(exclude_unset=True),
+                                              **shorthand})
+        view = self.view(snapshot_id, embedder=merged_options.mode != "keyword")
+        result = view.search(query, filters=merged_filters, options=merged_options,
+                             stages=stages, query_vector=query_vector, explain=explain)
+        return self._finish(result, merged_filters, snippets)
 
     def _finish(self, result: SearchResult, filters: Filters,
                 snippets: bool) -> SearchResult:
@@ -345,60 +364,12 @@ class Collection:
         timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
         return result.model_copy(update={"hits": hits, "timings_ms": timings})
 
-    def _tilt(self, requested: tuple[float, float] | None,
-              route: tuple[float, float] | None) -> tuple[float, float] | None:
-        """The leg weights of one retrieval: weights given with the request win; otherwise the
-        route tilts the collection's weights (for the default 1:1, to the route's own)."""
-        if requested is not None or route is None:
-            return requested
-        base = self.info.settings.weights
-        return (base[0] * route[0], base[1] * route[1])
-
-    def _search_once(
-        self,
-        query: str,
-        *,
-        top_k: int,
-        mode: str,
-        filters: Filters,
-        explain: bool,
-        ordering: Ordering,
-        fetch_multiplier: int,
-        rrf_k: int,
-        weights: tuple[float, float] | None,
-        ef_search: int | None,
-        fusion: str | None,
-        term_depth: int | None,
-        query_vector: np.ndarray | None,
-        snapshot_id: int | None,
-    ) -> SearchResult:
-        merged = filters
-        options = SearchOptions(
-            top_k=top_k, mode=mode, fetch_multiplier=fetch_multiplier, rrf_k=rrf_k,
-            weights=self.info.settings.weights if weights is None else weights,
-            ef_search=ef_search, ordering=ordering,
-            fusion=self.info.settings.fusion if fusion is None else fusion,
-            term_depth=self.info.settings.term_depth if term_depth is None else term_depth,
-        )
-        snapshot = self._snapshot(snapshot_id)
-        embedder = None
-        if mode != "keyword" and query_vector is None:
-            # The snapshot's recorded model, never the collection's current one: a query is
-            # embedded by exactly the model its snapshot's vectors came from.
-            embedder = embedder_for_key(snapshot.embed_model, self.client.settings)
-        _check_query_dim(snapshot, embedder, query_vector)
-        with self.client.connection() as conn:
-            return run_search(
-                conn, self.info, snapshot, embedder, query, filters=merged, options=options,
-                explain=explain, query_vector=query_vector,
-            )
-
     def answer(
         self,
         question: str,
         *,
         top_k: int = 5,
-        mode: str = "hybrid",
+        mode: Mode = "hybrid",
         cutoff: dt.date | str | None = None,
         corpora: Sequence[str] | None = None,
         filters: Filters | dict[str, Any] | None = None,
@@ -425,7 +396,6 @@ class Collection:
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
-        from pgcite.answer._selfcheck import SelfCheckOptions
 
         if isinstance(generator, str):
             generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
@@ -437,7 +407,9 @@ class Collection:
             self_check=SelfCheckOptions.model_validate(self_check or {}),
             snapshot_id=snapshot_id,
         )
-        answer = answer_question(self, question, options=options, filters=filters,
+        # one snapshot and one set of models for every search the answer makes
+        pinned = self.pinned(self.view(snapshot_id, embedder=mode != "keyword"))
+        answer = answer_question(pinned, question, options=options, filters=filters,
                                  cutoff=cutoff, corpora=corpora, generator=generator,
                                  judge=judge, external=external)
         return self._note_undated(answer, merge_filters(filters, cutoff, corpora, None))
@@ -462,17 +434,29 @@ class Collection:
                           hint=f"snapshots: {known}" if known else "ingest documents first")
 
 
-def _check_query_dim(
-    snapshot: SnapshotInfo, embedder: Any, query_vector: np.ndarray | None
-) -> None:
-    dim = embedder.spec.dim if embedder is not None else (
-        int(np.asarray(query_vector).size) if query_vector is not None else None)
-    if dim is not None and dim != snapshot.embed_dim:
-        raise EmbedderError(
-            f"the query vector has {dim} dimensions but snapshot {snapshot.snapshot_id} holds "
-            f"{snapshot.embed_dim}-dim vectors from {snapshot.embed_model}",
-            hint="embed the query with the snapshot's model (leave query_vector unset)",
-        )
+def _legacy_search_arguments(
+    filters: Filters | Mapping[str, Any] | None,
+    options: SearchOptions | Mapping[str, Any] | None,
+    legacy: Mapping[str, Any],
+) -> tuple[Filters, SearchOptions]:
+    """``filters`` and ``options`` with the pre-SearchOptions keywords folded in (warned)."""
+    unknown = set(legacy) - {*_LEGACY_FILTERS, *_LEGACY_OPTIONS}
+    if unknown:
+        raise TypeError(f"search() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    if legacy:
+        warnings.warn(
+            f"search({', '.join(f'{k}=' for k in legacy)}) is deprecated: pass "
+            "filters={'cutoff': ..., 'corpora': ...} and options=SearchOptions(fusion=..., ...); "
+            "the old keywords go in the next release",
+            DeprecationWarning, stacklevel=3)
+    merged = merge_filters(
+        dict(filters) if isinstance(filters, Mapping) else filters,
+        legacy.get("cutoff"), legacy.get("corpora"), legacy.get("metadata"))
+    base = SearchOptions.coerce(options)
+    knobs = {k: legacy[k] for k in _LEGACY_OPTIONS if legacy.get(k) is not None}
+    if knobs:
+        base = SearchOptions(**{**base.model_dump(exclude_unset=True), **knobs})
+    return merged, base
 
 
 def connect(

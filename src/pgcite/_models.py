@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from pgcite.config import Settings
-from pgcite.llm import ChatModel, LLMConfig, make_chat_model
+from pgcite.llm import ChatModel, llm_config, make_chat_model
 from pgcite.retrieve._rerank import Reranker, RerankerConfig, make_reranker
 
 
 def chat_model_from(settings: Settings) -> ChatModel | None:
     """The configured chat model, or None when ``PGCITE_LLM`` is unset."""
-    if settings.llm is None:
-        return None
-    return make_chat_model(LLMConfig(
-        kind=settings.llm, base_url=settings.llm_base_url, model=settings.llm_model,
-        api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s,
-        model_path=settings.llm_model_path))
+    config = llm_config(settings)
+    return make_chat_model(config) if config is not None else None
 
 
 def reranker_from(settings: Settings, llm: ChatModel | None) -> Reranker | None:

@@ -18,19 +18,17 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from pgcite._client import Collection
 from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_citations
 from pgcite.answer._llm import ChatGenerator, system_prompt, user_prompt
 from pgcite.answer._types import Answer, GenerationRequest, Generator
 from pgcite.llm._stream import chat_stream
-
-if TYPE_CHECKING:
-    from pgcite._client import Collection
 
 # After a sentence end or a citation, before the next sentence (not before a citation).
 _SENTENCE_END = re.compile(r"(?<=[.!?\]])\s+(?=[^\s\[])")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import ConfigError
+from pgcite._types import Mode
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
@@ -56,7 +57,7 @@ class AnswerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     top_k: int = Field(default=5, ge=1, le=1000)
-    mode: str = "hybrid"
+    mode: Mode = "hybrid"
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=50, le=1_000_000)
     threshold: float | None = None
     persona: str | None = None  # overrides the collection's persona_author

@@ -141,22 +141,26 @@ def ask_command(
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
     from pgcite._client import Client
-    from pgcite.answer._llm import make_generator
+    from pgcite._types import parse_mode
+    from pgcite.answer._llm import ChatGenerator, make_generator
     from pgcite.cli._common import settings
-    from pgcite.llm import make_chat_model
+    from pgcite.llm import with_llm
 
     with user_errors():
         config = generator_config(generator, llm_base_url, llm_model, llm_api_key, llm_timeout,
                                   llm_model_path)
-        gen = make_generator(config)
-        with Client(settings()) as client:
+        # One LLM per process: a model-backed --generator IS the configured LLM (its flags read
+        # the same PGCITE_LLM_* variables), so generation, the stages and the self-checks' judge
+        # share one chat model; with the extractive generator the judge is PGCITE_LLM's.
+        with Client(with_llm(settings(), config.llm())) as client:
+            chat = client.llm()
+            gen = (ChatGenerator(chat, max_tokens=config.max_tokens)
+                   if config.llm() is not None and chat is not None else make_generator(config))
             col = client.collection(collection)
             filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
-            # The self-checks' judge: PGCITE_LLM if configured, else the generator's model.
-            judge_config = config.llm()
-            judge = client.llm() or (make_chat_model(judge_config) if judge_config else None)
+            judge = chat
             options: dict[str, Any] = dict(
-                top_k=top_k, mode=mode, filters=filters, generator=gen,
+                top_k=top_k, mode=parse_mode(mode), filters=filters, generator=gen,
                 token_budget=token_budget, threshold=threshold, persona=persona,
                 stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm),

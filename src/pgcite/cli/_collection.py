@@ -146,9 +146,10 @@ def set_(
     from pydantic import ValidationError
 
     from pgcite._errors import ConfigError
+    from pgcite._gate_settings import GateSettings
     from pgcite.evaluate import load_golden
+    from pgcite.lifecycle._gate import apply_floors
     from pgcite.store._collections import CollectionSettings, update_settings
-    from pgcite.store._gate import GateSettings, apply_floors
 
     with user_errors(), client() as c:
         info = c.collection(name).info

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from pgcite._errors import PgciteError
+from pgcite._types import MODES
 from pgcite.config import Settings
 
 console = Console()
@@ -24,7 +25,7 @@ err_console = Console(stderr=True)
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 
 # Retrieval options shared by `search` and `ask`.
-ModeOpt = Annotated[str, typer.Option(help="keyword, vector or hybrid.")]
+ModeOpt = Annotated[str, typer.Option(help=" | ".join(MODES))]
 CutoffOpt = Annotated[dt.datetime | None, typer.Option(
     formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
 CorpusOpt = Annotated[list[str] | None, typer.Option(help="Only these corpus tiers (repeatable).")]

@@ -110,7 +110,7 @@ def demo_command(
             print_report(report)
         results = []
         for question, cutoff in SAMPLE_QUESTIONS:
-            result = col.search(question, top_k=3, cutoff=cutoff)
+            result = col.search(question, top_k=3, filters={"cutoff": cutoff})
             results.append(result.model_dump(mode="json"))
             if not json_out:
                 note = f"  (only entries up to {cutoff})" if cutoff else ""

@@ -9,7 +9,7 @@ import typer
 
 if TYPE_CHECKING:
     from pgcite.evaluate import EvalResult, GoldenSet
-    from pgcite.store._gate import Check
+    from pgcite.lifecycle._gate import Check
 
 from pgcite.cli._common import (
     JsonOption,
@@ -98,7 +98,8 @@ def _floors(collection: str | None, updates: list[str]) -> dict[str, float]:
     """The floors --strict holds the result to: the collection's gate floors (the house
     floors without one) with the --floor updates applied."""
     from pgcite._client import Client
-    from pgcite.store._gate import GateSettings, apply_floors
+    from pgcite._gate_settings import GateSettings
+    from pgcite.lifecycle._gate import apply_floors
 
     gate = GateSettings()
     if collection is not None:
@@ -110,7 +111,8 @@ def _floors(collection: str | None, updates: list[str]) -> dict[str, float]:
 def _strict_failures(result: EvalResult, floors: dict[str, float]) -> list[str]:
     """Every failed floor, per configuration: the metric floors and zero cutoff violations
     (the gate's checks, without its comparison to an active snapshot)."""
-    from pgcite.store._gate import HARD_METRIC, Check, floor_checks
+    from pgcite._gate_settings import HARD_METRIC
+    from pgcite.lifecycle._gate import Check, floor_checks
 
     failures = []
     for name, config in result.configurations.items():
@@ -137,19 +139,22 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
     from pgcite import evaluate as ev
     from pgcite._client import Client
     from pgcite._errors import ConfigError
+    from pgcite._types import MODES, parse_fusion, parse_mode
+    from pgcite.evaluate import Searcher
     from pgcite.evaluate._collection import collection_searcher, index_usage, run_metadata
 
-    wanted = [m.strip() for m in modes.split(",") if m.strip()]
-    bad = [m for m in wanted if m not in ("keyword", "vector", "hybrid")]
-    if bad or not wanted:
-        raise ConfigError(f"unknown mode(s) {bad or modes!r}", hint="use keyword,vector,hybrid")
+    wanted = [parse_mode(m.strip()) for m in modes.split(",") if m.strip()]
+    if not wanted:
+        raise ConfigError(f"no mode in {modes!r}", hint="use " + ",".join(MODES))
+    chosen = parse_fusion(fusion)
     client = Client(settings())
-    col = client.collection(collection)
-    searchers = {m: collection_searcher(col, mode=m, depth=depth, fusion=fusion) for m in wanted}
+    view = client.collection(collection).view()  # one snapshot for every mode and query
+    searchers: dict[str, Searcher] = {
+        m: collection_searcher(view, mode=m, depth=depth, fusion=chosen) for m in wanted}
     return ev.evaluate(gold, searchers, k=top_k, threshold=threshold, progress=progress,
-                       metadata=run_metadata(col, {
-                           "depth": depth, "fusion": fusion,
-                           "index_usage": index_usage(col, gold.queries[0].text)}))
+                       metadata=run_metadata(view, {
+                           "depth": depth, "fusion": chosen,
+                           "index_usage": index_usage(view, gold.queries[0].text)}))
 
 
 def _summary(result: EvalResult) -> str:

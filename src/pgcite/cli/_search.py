@@ -123,16 +123,19 @@ def search_command(
 ) -> None:
     """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
     from pgcite._client import Client
+    from pgcite._types import parse_fusion, parse_mode
     from pgcite.cli._common import settings
+    from pgcite.retrieve._search import SearchOptions
 
     with user_errors(), Client(settings()) as client:
         col = client.collection(collection)
         filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
         stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm)
-        result = col.search(query, top_k=top_k, mode=mode, filters=filters, explain=explain,
-                            ordering=ordering, fusion=fusion,  # type: ignore[arg-type]
-                            stages=stages, snapshot_id=snapshot)
+        options = SearchOptions(ordering=ordering, fusion=parse_fusion(fusion) if fusion else None)
+        result = col.search(query, top_k=top_k, mode=parse_mode(mode), filters=filters,
+                            options=options, explain=explain, stages=stages,
+                            snapshot_id=snapshot)
     if json_out:
         emit_json(result)
     else:

@@ -145,7 +145,7 @@ def eval_(
 
     The result is stored with the snapshot and compared against the active snapshot.
     """
-    from pgcite._lifecycle import evaluate_command
+    from pgcite.lifecycle import evaluate_command
 
     with user_errors(), client() as c:
         summary = evaluate_command(c.collection(collection), snapshot, golden,
@@ -182,7 +182,7 @@ def activate(
     With a golden set configured: floors met, no regression beyond the tolerance, no cutoff
     violation. Without one, activation is immediate.
     """
-    from pgcite._lifecycle import activate as do_activate
+    from pgcite.lifecycle import activate as do_activate
 
     with user_errors(), client() as c:
         result = do_activate(c.collection(collection), snapshot, golden_path=golden, force=force,
@@ -207,7 +207,7 @@ def rollback(collection: CollectionArg, json_out: bool = JsonOption) -> None:
 
     Rolling back twice returns to where you started.
     """
-    from pgcite._lifecycle import rollback as do_rollback
+    from pgcite.lifecycle import rollback as do_rollback
 
     with user_errors(), client() as c:
         result = do_rollback(c.collection(collection))
@@ -230,7 +230,7 @@ def gc(
     json_out: bool = JsonOption,
 ) -> None:
     """Remove snapshots nobody can reach, then versions and chunks no snapshot references."""
-    from pgcite._lifecycle import gc as do_gc
+    from pgcite.lifecycle import gc as do_gc
 
     with user_errors(), client() as c:
         report = do_gc(c.collection(collection), older_than=parse_duration(older_than),

@@ -6,6 +6,8 @@ existing TREC run file with :func:`score_external_run`. :func:`write_reports` wr
 ``results.json``, ``report.md`` and ``report.html``; :func:`compare_results` diffs two results.
 """
 
+import warnings
+
 from pgcite.evaluate._abstain import Threshold, abstains, calibrate_threshold, fixed_threshold
 from pgcite.evaluate._driver import Searcher, SearchOutcome, evaluate, score_external_run
 from pgcite.evaluate._golden import GoldenQuery, GoldenSet, load_golden
@@ -20,12 +22,18 @@ from pgcite.evaluate._latency import (
     summarize_latencies,
 )
 from pgcite.evaluate._metrics import QueryScores, metric_names, score_run
-from pgcite.evaluate._report import compare_results, save_runs, write_reports
+from pgcite.evaluate._report import (
+    compare_results,
+    save_runs,
+    summary_json,
+    write_reports,
+    write_summary,
+)
 from pgcite.evaluate._result import ConfigResult, EvalResult, PassRates, QueryRow, load_result
 from pgcite.evaluate._runs import (
-    Hit,
     RankedHit,
     Run,
+    ScoredHit,
     collapse_to_documents,
     read_trec_run,
     write_trec_run,
@@ -42,7 +50,6 @@ __all__ = [
     "EvalResult",
     "GoldenQuery",
     "GoldenSet",
-    "Hit",
     "LatencySummary",
     "PassRates",
     "QueryRow",
@@ -52,6 +59,7 @@ __all__ = [
     "Run",
     "Safety",
     "SafetyCounts",
+    "ScoredHit",
     "SearchOutcome",
     "Searcher",
     "Threshold",
@@ -71,6 +79,17 @@ __all__ = [
     "score_external_run",
     "score_run",
     "summarize_latencies",
+    "summary_json",
     "write_reports",
+    "write_summary",
     "write_trec_run",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # pgcite.evaluate.Hit was a second public Hit beside pgcite.Hit: renamed, kept for a release
+    if name == "Hit":
+        warnings.warn("pgcite.evaluate.Hit is deprecated: use pgcite.evaluate.ScoredHit "
+                      "(pgcite.Hit is the hit a search returns)", DeprecationWarning, stacklevel=2)
+        return ScoredHit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,18 +1,27 @@
-"""Searchers over a pgcite collection, for the harness: one per retrieval configuration."""
+"""Searchers over a pgcite collection's view (one snapshot, one set of models), for the harness:
+one per retrieval configuration."""
 
 from __future__ import annotations
 
 import hashlib
 import platform
 import subprocess
+import time
 from collections.abc import Mapping
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from psycopg import sql
 
+from pgcite._errors import PgciteError
+from pgcite._types import Fusion, Mode
 from pgcite.evaluate._driver import Searcher, SearchOutcome
 from pgcite.evaluate._golden import GoldenQuery, GoldenSet
+from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._pipeline import Stages
+from pgcite.retrieve._search import SearchOptions, prepare_search
+from pgcite.retrieve._view import SearchView
 
 DEFAULT_DEPTH = 100  # documents wanted per query: enough for Recall@100
 # Judgments name documents, hits are chunks: several chunks of one document collapse into one
@@ -21,30 +30,29 @@ CHUNKS_PER_DOCUMENT = 2
 
 
 def collection_searcher(
-    collection: Any,
+    view: SearchView,
     *,
-    mode: str,
+    mode: Mode,
     depth: int = DEFAULT_DEPTH,
     vectors: Mapping[str, np.ndarray] | None = None,
-    **options: Any,
+    fusion: Fusion | None = None,
+    weights: tuple[float, float] | None = None,
+    term_depth: int | None = None,
+    stages: Stages | Mapping[str, object] | None = None,
 ) -> Searcher:
-    """A Searcher running ``collection.search`` with the query's cutoff as a hard filter.
+    """A Searcher over ``view`` (one snapshot, one set of models: ``Collection.view()``) with
+    the query's cutoff as a hard filter; the other options as in ``Collection.search``.
 
     ``vectors`` (query id -> embedding) lets several configurations share one embedding per
     query; the embedding time is then reported once, by whoever computed it.
     """
+    options = SearchOptions(top_k=depth * CHUNKS_PER_DOCUMENT, mode=mode, fusion=fusion,
+                            weights=weights, term_depth=term_depth)
 
     def search(query: GoldenQuery) -> SearchOutcome:
         vector = vectors.get(query.id) if vectors is not None else None
-        result = collection.search(
-            query.text,
-            top_k=depth * CHUNKS_PER_DOCUMENT,
-            mode=mode,
-            cutoff=query.cutoff,
-            query_vector=vector,
-            snippets=False,  # evaluation measures retrieval; snippets only present hits
-            **options,
-        )
+        result = view.search(query.text, filters=Filters(cutoff=query.cutoff), options=options,
+                             stages=stages, query_vector=vector)
         return SearchOutcome(
             hits=result.hits, confidence=result.confidence, timings_ms=result.timings_ms
         )
@@ -52,13 +60,12 @@ def collection_searcher(
     return search
 
 
-def embed_queries(collection: Any, golden: GoldenSet) -> tuple[dict[str, np.ndarray], list[float]]:
-    """Embed every query once with the collection's active model; returns vectors and ms each."""
-    import time
-
-    from pgcite.embed._registry import embedder_for_key
-
-    embedder = embedder_for_key(collection.active_snapshot().embed_model)
+def embed_queries(view: SearchView, golden: GoldenSet) -> tuple[dict[str, np.ndarray], list[float]]:
+    """Embed every query once with the view's (its snapshot's) model; returns vectors and ms
+    each."""
+    embedder = view.embedder
+    if embedder is None:
+        raise PgciteError("embed_queries needs a view with its embedder (Collection.view())")
     vectors: dict[str, np.ndarray] = {}
     timings: list[float] = []
     for query in golden.queries:
@@ -68,24 +75,22 @@ def embed_queries(collection: Any, golden: GoldenSet) -> tuple[dict[str, np.ndar
     return vectors, timings
 
 
-def run_metadata(collection: Any, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def run_metadata(view: SearchView, extra: Mapping[str, object] | None = None) -> dict[str, object]:
     """What a result must record to be reproduced: model, versions, snapshot, commit."""
-    import pgcite
-
-    snapshot = collection.active_snapshot()
-    with collection.client.connection() as conn:
+    snapshot = view.snapshot
+    with view.connection() as conn:
         server = conn.execute("SHOW server_version").fetchone()
         vector = conn.execute(
             "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
         ).fetchone()
     return {
-        "collection": collection.name,
+        "collection": view.info.name,
         "snapshot_id": snapshot.snapshot_id,
         "embedding_model": snapshot.embed_model,
         "ts_config": snapshot.ts_config,
         "chunks": snapshot.n_chunks,
         "documents": snapshot.n_documents,
-        "pgcite": pgcite.__version__,
+        "pgcite": version("pgcite"),
         "postgres": server[0] if server else None,
         "pgvector": vector[0] if vector else None,
         "python": platform.python_version(),
@@ -120,34 +125,38 @@ def file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def index_usage(collection: Any, query: str) -> dict[str, Any]:
+def index_usage(view: SearchView, query: str) -> dict[str, object]:
     """Which indexes each leg's plan uses for ``query`` (EXPLAIN ANALYZE, the real planner
     choice, nothing forced). A tiny collection may rightly prefer a sequential scan."""
-    from psycopg import sql
-
-    from pgcite.embed._registry import embedder_for_key
-    from pgcite.retrieve._filters import Filters
-    from pgcite.retrieve._search import SearchOptions, prepare_search
-
-    snapshot = collection.active_snapshot()
-    vector = embedder_for_key(snapshot.embed_model).embed_query(query)
-    out: dict[str, Any] = {}
-    for leg in ("keyword", "vector"):
+    embedder = view.embedder
+    if embedder is None:
+        raise PgciteError("index_usage needs a view with its embedder (Collection.view())")
+    vector = embedder.embed_query(query)
+    out: dict[str, object] = {}
+    legs: tuple[Mode, ...] = ("keyword", "vector")
+    for leg in legs:
         statement, params = prepare_search(
-            collection.info, snapshot, query, filters=Filters(),
+            view.info, view.snapshot, query, filters=Filters(),
             options=SearchOptions(mode=leg, top_k=10), query_vector=vector)
-        with collection.client.connection() as conn, conn.transaction():
+        with view.connection() as conn, conn.transaction():
             conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
             row = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
                                params).fetchone()
-        plan = row[0][0] if row else {}
-        out[leg] = {"indexes": sorted(_index_names(plan.get("Plan", {}))),
-                    "execution_ms": round(float(plan.get("Execution Time", 0.0)), 3)}
+        plan: object = row[0][0] if row else {}
+        top = plan if isinstance(plan, dict) else {}
+        out[leg] = {"indexes": sorted(_index_names(top.get("Plan", {}))),
+                    "execution_ms": round(float(top.get("Execution Time", 0.0)), 3)}
     return out
 
 
-def _index_names(node: dict[str, Any]) -> set[str]:
-    names = {node["Index Name"]} if "Index Name" in node else set()
-    for child in node.get("Plans", []):
+def _index_names(node: object) -> set[str]:
+    """The index names anywhere in an EXPLAIN (FORMAT JSON) plan node (JSON: checked, not
+    trusted)."""
+    if not isinstance(node, dict):
+        return set()
+    name = node.get("Index Name")
+    names = {name} if isinstance(name, str) else set()
+    children = node.get("Plans", [])
+    for child in children if isinstance(children, list) else []:
         names |= _index_names(child)
     return names

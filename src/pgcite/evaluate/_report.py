@@ -37,6 +37,27 @@ def write_reports(
     return paths
 
 
+# What a summary leaves out: everything per query (rows, latency samples, runs). What is left is
+# a few kilobytes per configuration -- the figures, safety totals, latency percentiles, budgets.
+_PER_QUERY = {"configurations": {"__all__": {"queries", "latency_samples_ms", "run"}}}
+
+
+def summary_json(result: EvalResult) -> str:
+    """``result`` without its per-query detail, as JSON: what a benchmark commits."""
+    return result.model_dump_json(indent=2, exclude=_PER_QUERY)
+
+
+def write_summary(result: EvalResult, out_dir: Path) -> dict[str, Path]:
+    """Write ``summary.json`` (:func:`summary_json`) and ``report.md`` into ``out_dir``: the
+    small files a benchmark keeps in git; :func:`write_reports` writes the detail elsewhere."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"summary": out_dir / "summary.json", "markdown": out_dir / "report.md"}
+    paths["summary"].write_text(summary_json(result) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(render_markdown(result, report_tables(result)), encoding="utf-8")
+    return paths
+
+
 def save_runs(result: EvalResult, out_dir: Path) -> dict[str, Path]:
     """Write each configuration's run as ``<config>.trec`` (name made file-safe), tagged with it."""
     out_dir = Path(out_dir)

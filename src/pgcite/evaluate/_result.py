@@ -96,7 +96,7 @@ class ConfigResult(Frozen):
     latency: dict[str, LatencySummary] = Field(default_factory=dict)
     latency_samples_ms: dict[str, list[float]] = Field(default_factory=dict)
     budgets: list[BudgetResult] = Field(default_factory=list)
-    queries: list[QueryRow]
+    queries: list[QueryRow] = Field(default_factory=list)  # empty in a summary.json
     # query -> documents in rank order, every one returned. Kept in memory for save_runs, left out
     # of results.json by default (it is most of the size; the TREC files hold it).
     run: dict[str, list[tuple[str, float]]] = Field(default_factory=dict)

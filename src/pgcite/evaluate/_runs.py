@@ -43,8 +43,9 @@ class RankedHit(Protocol):
 
 
 @dataclass(frozen=True)
-class Hit:
-    """A plain :class:`RankedHit`, for tests and for searchers that have nothing richer."""
+class ScoredHit:
+    """A plain :class:`RankedHit`, for tests and for searchers that have nothing richer (not
+    :class:`pgcite.Hit`, the one hit a search returns)."""
 
     id: str
     document_id: str

@@ -1,8 +1,8 @@
 """Ingest: load sources, chunk them by natural unit, embed, store as a snapshot."""
 
+from pgcite._types import ChunkDraft, Document, Unit
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._pipeline import IngestReport, ingest
-from pgcite.ingest._types import ChunkDraft, Document, Unit
 
 __all__ = [
     "ChunkDraft", "Document", "FieldMapping", "IngestReport", "Overrides", "Unit", "ingest",

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pgcite._types import Document
 from pgcite.ingest._dates import DateError, DateRange, parse_dates
-from pgcite.ingest._types import Document
 
 # Keys with a meaning of their own; every other key of a front matter block or catalogue row is
 # kept as metadata (searchable with --filter).

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pgcite._errors import ConfigError
-from pgcite.ingest._types import ChunkDraft, Contextual, Document, Unit
+from pgcite._types import ChunkDraft, Contextual, Document, Unit
 
 CountTokens = Callable[[str], int]
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from pypdf import PdfReader
 
 from pgcite._errors import ConfigError, LoadError
+from pgcite._types import Document, Unit
 from pgcite.ingest._attributes import Attributes, apply
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._dates import DateError, DateRange, date_in_name, parse_dates
@@ -31,7 +32,6 @@ from pgcite.ingest._embedded import (
     split_front_matter,
 )
 from pgcite.ingest._storable import document_problem
-from pgcite.ingest._types import Document, Unit
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (
     ".jsonl",

@@ -23,16 +23,15 @@ from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, LoadError
 from pgcite._progress import progress_bar
+from pgcite._types import ChunkDraft, Document
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
-from pgcite.embed._cache import embed_with_cache
 from pgcite.embed._registry import embedder_for, load_embedder
 from pgcite.ingest._attributes import Attributes, keep_stored
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
-from pgcite.ingest._types import ChunkDraft, Document
 from pgcite.llm import ChatModel
 from pgcite.store._collections import (
     CollectionInfo,
@@ -41,6 +40,7 @@ from pgcite.store._collections import (
     get_collection,
 )
 from pgcite.store._database import Database
+from pgcite.store._embedding_cache import embed_with_cache
 from pgcite.store._snapshots import (
     activate_snapshot,
     active_snapshot,

@@ -21,12 +21,12 @@ import psycopg
 from psycopg import sql
 
 from pgcite._errors import ConfigError, EmbedderError, PgciteError
+from pgcite._types import ChunkDraft, Contextual
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, Vectors
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import embedding_text
 from pgcite.ingest._pipeline import IngestReport, embed_texts
-from pgcite.ingest._types import ChunkDraft, Contextual
 from pgcite.store._collections import CollectionInfo, ensure_vector_index, get_collection
 from pgcite.store._database import Database
 from pgcite.store._snapshots import (

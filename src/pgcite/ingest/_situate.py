@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from pgcite._types import ChunkDraft, Document
 from pgcite.ingest._chunking import SITUATE_MAX_TOKENS
-from pgcite.ingest._types import ChunkDraft, Document
 from pgcite.llm import ChatModel, LLMError, call_bounded
 from pgcite.llm._parse import clean_reply, tag
 

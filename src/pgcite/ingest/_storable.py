@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pgcite.ingest._types import Document
+from pgcite._types import Document
 
 MAX_METADATA_DEPTH = 64  # far beyond any real record; deep enough to catch a nesting bomb
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -9,7 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._client import Collection
-from pgcite.retrieve._filters import Filters, MetadataPredicate
+from pgcite._types import Mode
+from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 
 
@@ -19,7 +20,7 @@ class SearchParams(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     top_k: int = Field(default=5, ge=1, le=1000)
-    mode: str = "hybrid"
+    mode: Mode = "hybrid"
     cutoff: dt.date | None = Field(
         default=None, description="hard: no passage dated after it is ever returned")
     corpora: list[str] | None = None
@@ -32,8 +33,9 @@ class SearchParams(BaseModel):
 def run(collection: Collection, query: str, params: SearchParams) -> SearchResult:
     """One ``Collection.search`` call with the retriever's parameters (no other search path)."""
     return collection.search(
-        query, top_k=params.top_k, mode=params.mode, filters=params.filters,
-        cutoff=params.cutoff, corpora=params.corpora, metadata=params.metadata or None,
+        query, top_k=params.top_k, mode=params.mode,
+        filters=merge_filters(params.filters, params.cutoff, params.corpora,
+                              params.metadata or None),
         snapshot_id=params.snapshot_id, stages=params.stages,
     )
 

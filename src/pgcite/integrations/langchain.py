@@ -27,6 +27,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from pydantic import Field
 
 from pgcite._client import Collection
+from pgcite._types import Mode
 from pgcite.integrations._search import SearchParams, hit_metadata, run
 from pgcite.retrieve._filters import Filters, MetadataPredicate
 
@@ -40,7 +41,7 @@ class PgciteRetriever(BaseRetriever):
 
     collection: Collection
     top_k: int = Field(default=5, ge=1, le=1000)
-    mode: str = "hybrid"
+    mode: Mode = "hybrid"
     cutoff: dt.date | None = None
     corpora: list[str] | None = None
     metadata_filters: list[MetadataPredicate] = Field(default_factory=list)

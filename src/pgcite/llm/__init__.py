@@ -7,7 +7,14 @@ one protocol, :class:`ChatModel`, over OpenAI-compatible servers, Anthropic and 
 """
 
 from pgcite.llm._bounded import call_bounded
-from pgcite.llm._config import LLM_KINDS, LLMConfig, LLMKind, make_chat_model
+from pgcite.llm._config import (
+    LLM_KINDS,
+    LLMConfig,
+    LLMKind,
+    llm_config,
+    make_chat_model,
+    with_llm,
+)
 from pgcite.llm._http import AnthropicChat, OpenAIChat
 from pgcite.llm._local import LlamaCppChat, packaged_gguf
 from pgcite.llm._types import ChatModel, LLMError
@@ -22,6 +29,8 @@ __all__ = [
     "LlamaCppChat",
     "OpenAIChat",
     "call_bounded",
+    "llm_config",
     "make_chat_model",
+    "with_llm",
     "packaged_gguf",
 ]

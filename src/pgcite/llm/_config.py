@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from pgcite.config import Settings
 from pgcite.llm._http import AnthropicChat, OpenAIChat
 from pgcite.llm._local import LlamaCppChat, packaged_gguf
 from pgcite.llm._types import ChatModel, LLMError
@@ -26,6 +27,26 @@ class LLMConfig(BaseModel):
     api_key: SecretStr | None = None
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     model_path: Path | None = None
+
+
+# Settings.llm* and LLMConfig are one configuration: these two functions are the only mapping.
+def llm_config(settings: Settings) -> LLMConfig | None:
+    """The LLM ``PGCITE_LLM*`` configures, or None when ``PGCITE_LLM`` is unset."""
+    if settings.llm is None:
+        return None
+    return LLMConfig(kind=settings.llm, base_url=settings.llm_base_url, model=settings.llm_model,
+                     api_key=settings.llm_api_key, timeout_s=settings.llm_timeout_s,
+                     model_path=settings.llm_model_path)
+
+
+def with_llm(settings: Settings, config: LLMConfig | None) -> Settings:
+    """``settings`` with ``config`` as its one LLM (unchanged when ``config`` is None)."""
+    if config is None:
+        return settings
+    return settings.model_copy(update={
+        "llm": config.kind, "llm_base_url": config.base_url, "llm_model": config.model,
+        "llm_api_key": config.api_key, "llm_timeout_s": config.timeout_s,
+        "llm_model_path": config.model_path})
 
 
 def make_chat_model(config: LLMConfig) -> ChatModel:

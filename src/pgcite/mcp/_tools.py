@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from pgcite._client import Collection
 from pgcite._errors import PgciteError
+from pgcite._types import Mode
 from pgcite.answer._types import Answer, Generator
 from pgcite.mcp._access import Access
 from pgcite.retrieve._filters import Filters, MetadataPredicate
@@ -118,7 +119,7 @@ def _active_id(col: Collection) -> int | None:
         return None
 
 
-def search(access: Access, collection: str, query: str, *, top_k: int, mode: str,
+def search(access: Access, collection: str, query: str, *, top_k: int, mode: Mode,
            filters: Filters, snapshot_id: int | None) -> SearchOut:
     col = access.collection(collection)
     result = col.search(query, top_k=top_k, mode=mode, filters=filters, snapshot_id=snapshot_id)

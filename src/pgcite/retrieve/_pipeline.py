@@ -11,6 +11,7 @@ closes over the request's filters, so no stage can bring back a row outside them
 from __future__ import annotations
 
 import concurrent.futures as cf
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import ConfigError
+from pgcite._types import Mode
 from pgcite.embed._base import Embedder
 from pgcite.llm import ChatModel, LLMError, call_bounded
 from pgcite.retrieve._boost import BoostRule, apply_boosts
@@ -121,9 +123,11 @@ class _Run:
             log.warning("stage %s fell back for %r: %s", stage, self.query[:80], detail)
 
 
-def staged_search(search: SearchFn, query: str, *, top_k: int, mode: str, stages: Stages,
-                  models: StageModels, cutoff: Any = None) -> SearchResult:
-    """One search with the configured stages around it (see module doc)."""
+def staged_search(search: SearchFn, query: str, *, top_k: int, mode: Mode, stages: Stages,
+                  models: StageModels, cutoff: dt.date | None = None) -> SearchResult:
+    """One search with the configured stages around it (see module doc). ``search`` and
+    ``models`` come from one :class:`~pgcite.retrieve._view.SearchView`: every retrieval here
+    reads the same snapshot, and sub-queries are embedded by that snapshot's model."""
     started = time.perf_counter()
     run = _Run(query, stages, models, vector_mode=mode != "keyword",
                decompose=stages.decompose, hyde=stages.hyde)
@@ -133,9 +137,10 @@ def staged_search(search: SearchFn, query: str, *, top_k: int, mode: str, stages
     result = _retrieve(run, search, depth)
     hits = list(result.hits)
     if stages.boosts:
-        started = time.perf_counter()
+        boost_started = time.perf_counter()  # not `started`: that one times the whole search
         hits = apply_boosts(hits, stages.boosts, cutoff=cutoff)
-        run.note("boost", "applied", f"{len(stages.boosts)} rule(s) on fused scores", started)
+        run.note("boost", "applied", f"{len(stages.boosts)} rule(s) on fused scores",
+                 boost_started)
     if stages.rerank:
         hits = _rerank(run, hits)
     hits = [h.model_copy(update={"rank": i + 1}) for i, h in enumerate(hits[:top_k])]

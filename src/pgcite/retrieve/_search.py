@@ -3,80 +3,108 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 import psycopg
 from psycopg import sql
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from pgcite._errors import ConfigError, PgciteError
+from pgcite._types import DEFAULT_FUSION, Fusion, Mode
 from pgcite.embed._base import Embedder
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._sql import FUSIONS, Fusion, Mode, build_search_sql
-from pgcite.store._collections import CollectionInfo
+from pgcite.retrieve._sql import build_search_sql
+from pgcite.store._collections import CollectionInfo, CollectionSettings
 from pgcite.store._snapshots import SnapshotInfo
 
 Ordering = Literal["score", "corpus"]
-MODES = ("keyword", "vector", "hybrid")
-# Measured, not assumed: on SciFact train (809 claims, MiniLM) convex fusion of min-max normalised
-# leg scores gives nDCG@10 0.732 against RRF's 0.710 (k=60), at the same Recall@100; see
-# bench/README.md. RRF stays available (fusion="rrf"): it is rank-only, so it needs no score
-# normalisation, and its k defaults to 60.
-DEFAULT_FUSION = "convex"
 MIN_EF_SEARCH = 40
 
 
-class SearchOptions:
-    """Tunables with their defaults (documented in docs/retrieval.md)."""
+class SearchOptions(BaseModel):
+    """How one search ranks: the tuning knobs, validated, beside :class:`Filters` (what it may
+    return). ``None`` for ``fusion``, ``weights`` and ``term_depth`` means the collection's
+    setting (see :meth:`resolved`); documented in docs/retrieval.md."""
 
-    def __init__(
-        self,
-        *,
-        top_k: int = 5,
-        mode: str = "hybrid",
-        fetch_multiplier: int = 3,
-        rrf_k: int = 60,
-        weights: tuple[float, float] = (1.0, 1.0),
-        ef_search: int | None = None,
-        ordering: Ordering = "score",
-        fusion: str = DEFAULT_FUSION,
-        term_depth: int | None = None,
-    ) -> None:
-        if mode not in MODES:
-            raise ConfigError(f"unknown mode {mode!r}", hint="use keyword, vector or hybrid")
-        counts = {"top_k": top_k, "fetch_multiplier": fetch_multiplier, "ef_search": ef_search,
-                  "term_depth": term_depth}
-        for name, value in counts.items():  # row counts go into the statement as literals
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(f"{name} must be a whole number, not {value!r}")
-        if not 1 <= top_k <= 1000:
-            raise ConfigError(f"top_k must be between 1 and 1000, not {top_k}")
-        bad_ef = ef_search is not None and not 1 <= ef_search <= 1000
-        if fetch_multiplier < 1 or rrf_k < 1 or bad_ef:
-            raise ConfigError("fetch_multiplier and rrf_k must be >= 1, ef_search 1..1000")
-        if fusion not in FUSIONS:
-            raise ConfigError(f"unknown fusion {fusion!r}", hint="use rrf or convex")
-        if ordering not in ("score", "corpus"):
-            raise ConfigError(f"unknown ordering {ordering!r}", hint="use score or corpus")
-        self.top_k = int(top_k)  # an int subclass (numpy's) becomes a plain int
-        self.mode: Mode = mode  # type: ignore[assignment]
-        self.fetch = int(max(top_k * fetch_multiplier, top_k))
-        self.rrf_k = rrf_k
-        self.weights = weights
-        # Default: as broad as the candidates wanted, at least MIN_EF_SEARCH. On SciFact a
-        # top-10 hybrid query took 4.1 ms p50 at ef 40 against 4.9 ms at a fixed 100, with the
-        # same nDCG@10 (0.7309 vs 0.7308); iterative scans still fill a filtered LIMIT.
-        self.ef_search = (ef_search if ef_search is not None
-                          else min(max(MIN_EF_SEARCH, self.fetch), 1000))
-        self.ordering: Ordering = ordering
-        self.fusion: Fusion = fusion  # type: ignore[assignment]
-        if term_depth is not None and term_depth < 1:
-            raise ConfigError("term_depth must be >= 1 (or None for exact BM25)")
-        # None: exact BM25. N: only each term's N highest-weighted postings count — faster on
-        # big collections, approximate (SciFact: p50 3.7 vs 4.7 ms at N=500, nDCG@10 -0.007).
-        self.term_depth = None if term_depth is None else int(term_depth)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    top_k: StrictInt = Field(default=5, ge=1, le=1000, description="hits returned")
+    mode: Mode = "hybrid"
+    # Measured, not assumed: on SciFact train (809 claims, MiniLM) convex fusion of min-max
+    # normalised leg scores gives nDCG@10 0.732 against RRF's 0.710 (k=60), at the same
+    # Recall@100 (bench/README.md); the default is pgcite._types.DEFAULT_FUSION, via the
+    # collection's settings. RRF is rank-only, so it needs no score normalisation.
+    fusion: Fusion | None = None
+    weights: tuple[float, float] | None = Field(
+        default=None, description="(keyword, vector) leg weights in the fusion")
+    rrf_k: StrictInt = Field(default=60, ge=1)
+    fetch_multiplier: StrictInt = Field(default=3, ge=1, description="candidates per leg / top_k")
+    # Default: as broad as the candidates wanted, at least MIN_EF_SEARCH. On SciFact a top-10
+    # hybrid query took 4.1 ms p50 at ef 40 against 4.9 ms at a fixed 100, with the same
+    # nDCG@10 (0.7309 vs 0.7308); iterative scans still fill a filtered LIMIT.
+    ef_search: StrictInt | None = Field(default=None, ge=1, le=1000)
+    ordering: Ordering = "score"
+    # None: exact BM25. N: only each term's N highest-weighted postings count -- faster on big
+    # collections, approximate (SciFact: p50 3.7 vs 4.7 ms at N=500, nDCG@10 -0.007).
+    term_depth: StrictInt | None = Field(default=None, ge=1)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(f"bad search options: {_describe(exc)}",
+                              hint="see docs/retrieval.md, 'Search options'") from None
+
+    @classmethod
+    def coerce(cls, value: SearchOptions | Mapping[str, Any] | None) -> SearchOptions:
+        """``value`` as options (a mapping is validated like keyword arguments)."""
+        if value is None:
+            return cls()
+        if isinstance(value, SearchOptions):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"search options must be an object, not {type(value).__name__}")
+        return cls(**dict(value))
+
+    def resolved(self, settings: CollectionSettings) -> SearchOptions:
+        """These options with the collection's defaults filled in where unset."""
+        return self.model_copy(update={
+            "fusion": self.fusion or settings.fusion,
+            "weights": self.weights if self.weights is not None else settings.weights,
+            "term_depth": self.term_depth if self.term_depth is not None
+            else settings.term_depth,
+        })
+
+    @property
+    def fetch(self) -> int:
+        """Candidates each leg fetches."""
+        return max(self.top_k * self.fetch_multiplier, self.top_k)
+
+    @property
+    def hnsw_ef_search(self) -> int:
+        """``ef_search``, or the default that follows the candidates wanted (capped at 1000)."""
+        if self.ef_search is not None:
+            return self.ef_search
+        return min(max(MIN_EF_SEARCH, self.fetch), 1000)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "options"
+        if error["type"] == "literal_error":  # "unknown fusion 'borda' (use 'convex' or 'rrf')"
+            expected = (error.get("ctx") or {}).get("expected", "")
+            parts.append(f"unknown {where} {error.get('input')!r} (use {expected})")
+            continue
+        message = error["msg"]
+        if error["type"] in ("int_type", "int_parsing", "int_from_float"):
+            message = "must be a whole number"
+        parts.append(f"{where} {message} (got {error.get('input')!r})")
+    return "; ".join(parts)
 
 
 def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
@@ -114,13 +142,15 @@ def prepare_search(
     explain: bool = False,
 ) -> tuple[sql.Composed, dict[str, Any]]:
     """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
+    options = options.resolved(info.settings)
+    weights = options.weights or (1.0, 1.0)  # resolved: never None
     compiled = compile_filters(filters, snapshot.metadata_fields or {})
     parsed = parse_query(query)
     params: dict[str, Any] = {
         **compiled.params, "snapshot_id": snapshot.snapshot_id,
         "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
         "rrf_k": float(options.rrf_k),
-        "w_keyword": float(options.weights[0]), "w_vector": float(options.weights[1]),
+        "w_keyword": float(weights[0]), "w_vector": float(weights[1]),
     }
     if options.mode != "keyword":
         if query_vector is None:
@@ -130,7 +160,7 @@ def prepare_search(
         schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
-        filtered=bool(compiled.clauses), fusion=options.fusion, fetch=options.fetch,
+        filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION, fetch=options.fetch,
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
         term_depth=options.term_depth,
@@ -167,7 +197,7 @@ def run_search(
     # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
     with conn.pipeline(), conn.transaction(), conn.cursor(
             row_factory=psycopg.rows.dict_row) as cur:
-        cur.execute(SEARCH_SETTINGS, (str(options.ef_search),))
+        cur.execute(SEARCH_SETTINGS, (str(options.hnsw_ef_search),))
         cur.execute(statement, params)
         rows = cur.fetchall()
     timings["database"] = (time.perf_counter() - t0) * 1000

@@ -1,4 +1,5 @@
-"""The hybrid query: BM25 keyword leg, HNSW vector leg and reciprocal rank fusion in ONE statement.
+"""The hybrid query: BM25 keyword leg, HNSW vector leg and their fusion (convex by default, or
+reciprocal rank fusion) in ONE statement.
 
 Both legs apply the same compiled filters inside their own WHERE clause, so nothing outside the
 filters can come back from either, and each leg fetches ``fetch`` candidates. The fused list keeps
@@ -15,14 +16,10 @@ plans every query afresh; on SciFact the literals took a top-10 hybrid query fro
 
 from __future__ import annotations
 
-from typing import Literal
-
 from psycopg import sql
 
-from pgcite.store._collections import MAX_VECTOR_INDEX_DIM, vector_expression
-
-Mode = Literal["keyword", "vector", "hybrid"]
-Fusion = Literal["rrf", "convex"]
+from pgcite._types import DEFAULT_FUSION, Fusion, Mode
+from pgcite.store._collections import vector_expression, vector_type
 
 # BM25 over precomputed postings: sum the weights of the query's terms per chunk. The query is
 # analysed by the same to_tsvector configuration as the documents. Postings are impact-ordered
@@ -104,7 +101,7 @@ JOIN {s}.chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
 ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
 LIMIT {limit}
 """
-FUSIONS = {"rrf": _RRF, "convex": _CONVEX}
+_FUSION_SQL: dict[Fusion, str] = {"rrf": _RRF, "convex": _CONVEX}
 
 
 def build_search_sql(
@@ -118,7 +115,7 @@ def build_search_sql(
     filters: sql.Composable,
     constraint: bool,
     filtered: bool = True,
-    fusion: Fusion = "rrf",
+    fusion: Fusion = DEFAULT_FUSION,
     fetch: int,
     limit: int | None,
     term_depth: int | None = None,
@@ -134,7 +131,7 @@ def build_search_sql(
     constraint_sql = sql.SQL(
         "AND c.tsv @@ websearch_to_tsquery({cfg}::regconfig, %(constraint)s)" if constraint else ""
     ).format(cfg=sql.Literal(ts_config))
-    vtype = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
+    vtype = vector_type(dim, halfvec)
     ctes: list[sql.Composable] = []
     if mode in ("keyword", "hybrid"):
         join: sql.Composable = sql.SQL("")
@@ -159,7 +156,7 @@ def build_search_sql(
         ctes.append(sql.SQL(_EMPTY_VEC))
     return sql.SQL("WITH {ctes} {fuse}").format(
         ctes=sql.SQL(",").join(ctes),
-        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(FUSIONS[fusion]),
+        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(_FUSION_SQL[fusion]),
                                    limit=counts["limit"]))
 
 

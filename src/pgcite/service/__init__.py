@@ -7,13 +7,13 @@ collection and role, per-collection read-only database roles, Prometheus metrics
 
 from pgcite.service._app import create_app
 from pgcite.service._keys import ApiKey, NewKey, create_key, list_keys, revoke_key
-from pgcite.service._roles import RoleScopedClient, ensure_read_role, read_role
+from pgcite.service._roles import RoleScopedConnection, ensure_read_role, read_role
 from pgcite.service._state import ServiceConfig
 
 __all__ = [
     "ApiKey",
     "NewKey",
-    "RoleScopedClient",
+    "RoleScopedConnection",
     "ServiceConfig",
     "create_app",
     "create_key",

@@ -11,12 +11,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, File, Form, Path, UploadFile
 
 from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, Overrides
+from pgcite.lifecycle._gate import GateRefused
 from pgcite.service._auth import Access, admin_access
 from pgcite.service._errors import ApiError
 from pgcite.service._models import ActivationOut, ErrorOut, SnapshotOut, UploadOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
-from pgcite.store._gate import GateRefused
 from pgcite.store._snapshots import SnapshotInfo, list_snapshots
 
 router = APIRouter(tags=["admin"])
@@ -51,7 +51,7 @@ def activate(
     """Make a ready snapshot the live one, through the evaluation gate when the collection has a
     golden set (one transaction; queries switch atomically). A refusal is a 409 naming the
     failing figures."""
-    from pgcite import _lifecycle
+    from pgcite import lifecycle
     from pgcite._client import Collection
 
     with state.client.connection() as conn:
@@ -59,7 +59,7 @@ def activate(
     if snapshot_id not in known:
         raise ApiError(404, f"collection {access.info.name!r} has no snapshot {snapshot_id}")
     try:
-        result = _lifecycle.activate(Collection(state.client, access.info), snapshot_id)
+        result = lifecycle.activate(Collection(state.client, access.info), snapshot_id)
     except GateRefused as exc:
         raise ApiError(409, exc.message, hint=exc.hint) from None
     return ActivationOut(collection=access.info.name, active_snapshot=snapshot_id,

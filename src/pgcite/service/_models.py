@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from pgcite._types import Mode
 from pgcite.retrieve._filters import Filters, MetadataPredicate
 from pgcite.retrieve._hits import StageEvent
 
@@ -95,7 +96,7 @@ class SelfCheckBody(_Body):
 
 
 class QueryBody(_Body):
-    mode: Literal["keyword", "vector", "hybrid"] = "hybrid"
+    mode: Mode = "hybrid"
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     cutoff: dt.date | None = Field(default=None, description="only passages dated on or before")
     corpora: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None

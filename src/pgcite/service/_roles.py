@@ -19,15 +19,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from pgcite._client import Client
-from pgcite.store._active import ActivePointerCache
 from pgcite.store._collections import CollectionInfo
-from pgcite.store._snapshots import SnapshotInfo
 
 READ_ROLE_PREFIX = "pgcite_read_"
 _ROLE_LOCK = 0x70676372  # "pgcr": serialises concurrent GRANTs (they can otherwise collide)
@@ -78,34 +75,20 @@ class RoleCache:
         return read_role(info)
 
 
-class RoleScopedClient(Client):
-    """A :class:`Client` whose every connection runs in a transaction under ``SET LOCAL ROLE``.
+class RoleScopedConnection:
+    """Connections from the client's pool, each in a transaction under ``SET LOCAL ROLE``: the
+    connection factory of a collection the service reads (``Collection(..., connection=...)``).
 
-    It shares the base client's pool, database and settings, so :class:`Collection` (search,
-    answer) works unchanged on top of it.
+    Only the connection is scoped: the client -- its pool, its models (the LLM and the
+    reranker are built once per process), its active-pointer cache -- stays the shared one.
     """
 
-    def __init__(self, base: Client, role: str) -> None:  # noqa: D107
-        # Deliberately not calling Client.__init__: that would open (and migrate) the database
-        # again; this object only borrows the base client's.
-        self.settings = base.settings
-        self.db = base.db
-        self._base = base
-        self._role = role
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything Client grows later (caches, listeners) is the base client's, shared: only
-        # connection() differs here.
-        return getattr(self._base, name)
-
-    def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]:
-        return self._base.active_pointers()  # one LISTEN connection per process, not per role
+    def __init__(self, client: Client, role: str) -> None:
+        self._client = client
+        self.role = role
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection]:
-        with self._base.connection() as conn, conn.transaction():
-            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self._role)))
+    def __call__(self) -> Iterator[psycopg.Connection]:
+        with self._client.connection() as conn, conn.transaction():
+            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self.role)))
             yield conn
-
-    def close(self) -> None:
-        """Nothing to close: the pool belongs to the base client."""

@@ -12,7 +12,7 @@ from pgcite._errors import CollectionNotFound, ConfigError
 from pgcite.answer._llm import GeneratorConfig, make_generator
 from pgcite.answer._types import Generator
 from pgcite.service._metrics import Metrics
-from pgcite.service._roles import RoleCache, RoleScopedClient
+from pgcite.service._roles import RoleCache, RoleScopedConnection
 from pgcite.store._collections import CollectionInfo, get_collection
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
@@ -58,7 +58,7 @@ class ServiceState:
         """``info``'s collection, every query of it run under its read-only role."""
         assert self.roles is not None
         role = self.roles.ensure(info)
-        return Collection(RoleScopedClient(self.client, role), info)
+        return Collection(self.client, info, connection=RoleScopedConnection(self.client, role))
 
 
 def get_state(request: Request) -> ServiceState:

@@ -17,8 +17,9 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
+from pgcite._gate_settings import GateSettings
+from pgcite._types import DEFAULT_FUSION, Fusion
 from pgcite.embed._base import EmbedderSpec
-from pgcite.store._gate import GateSettings
 from pgcite.store._migrations import migrate
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -39,8 +40,8 @@ class CollectionSettings(BaseModel):
     golden: str | None = Field(
         default=None, description="golden set that gates activation (None: no gate)")
     gate: GateSettings = Field(default_factory=GateSettings)
-    fusion: Literal["convex", "rrf"] = Field(
-        default="convex", description="default fusion of the hybrid mode")
+    fusion: Fusion = Field(
+        default=DEFAULT_FUSION, description="default fusion of the hybrid mode")
     weights: tuple[float, float] = Field(
         default=(1.0, 1.0), description="default (keyword, vector) leg weights in the fusion")
     contextual: Literal["off", "header", "llm"] = Field(
@@ -132,15 +133,20 @@ def check_ts_config(conn: psycopg.Connection, language: str) -> str:
     return language
 
 
+def vector_type(dim: int, halfvec: bool) -> Literal["halfvec", "vector"]:
+    """The type a model's embeddings are indexed (and queried) as: the one place it is decided.
+    HNSW indexes vector up to 2000 dims; above that only halfvec fits."""
+    return "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
+
+
 def vector_expression(dim: int, halfvec: bool) -> sql.Composable:
     """The indexed expression: the query's ORDER BY must use exactly the same one."""
-    kind = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
-    return sql.SQL("(embedding::{}({}))").format(sql.SQL(kind), sql.Literal(dim))
+    return sql.SQL("(embedding::{}({}))").format(sql.SQL(vector_type(dim, halfvec)),
+                                                 sql.Literal(dim))
 
 
 def vector_opclass(dim: int, halfvec: bool) -> sql.Composable:
-    kind = "halfvec" if halfvec or dim > MAX_VECTOR_INDEX_DIM else "vector"
-    return sql.SQL(f"{kind}_cosine_ops")
+    return sql.SQL(f"{vector_type(dim, halfvec)}_cosine_ops")
 
 
 def vector_index_name(model_key: str) -> str:

@@ -19,8 +19,8 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict
 
 from pgcite._errors import PgciteError
+from pgcite._types import ChunkDraft
 from pgcite.embed._base import EmbedderSpec, Vectors
-from pgcite.ingest._types import ChunkDraft
 from pgcite.store._collections import (
     CollectionInfo,
     get_collection,

@@ -1,0 +1,97 @@
+"""The types every layer shares: what loaders produce and the chunker consumes (documents,
+units, chunk drafts), the retrieval modes and fusions (the gate's settings: _gate_settings.py).
+
+This module imports nothing of pgcite's but ``_errors``: store, retrieve and the lifecycle meet
+here instead of importing each other.
+
+A :class:`Document` is one source document (a diary entry, a file, a JSONL record) made of one or
+more natural :class:`Unit` s (the entry itself, a Markdown section, a PDF page). Units never share a
+chunk: a chunk belongs to exactly one unit, so it carries exactly one date and one locator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._errors import ConfigError
+
+# What the embedder reads before a chunk's body: its title (``off``), or a one-line header of its
+# document context -- title, locator, dates, author (``header``). The stored body never changes.
+Contextual = Literal["off", "header", "llm"]
+
+# The retrieval modes and fusions: the one place they are spelled out (MODES for messages).
+Mode = Literal["keyword", "vector", "hybrid"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+Fusion = Literal["convex", "rrf"]
+FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
+DEFAULT_FUSION: Fusion = "convex"
+
+
+def parse_mode(value: str) -> Mode:
+    """``value`` as a Mode (CLI and HTTP text), or a ConfigError naming the modes."""
+    for mode in MODES:
+        if value == mode:
+            return mode
+    raise ConfigError(f"unknown mode {value!r}", hint="use " + ", ".join(MODES))
+
+
+def parse_fusion(value: str) -> Fusion:
+    """``value`` as a Fusion, or a ConfigError naming the fusions."""
+    for fusion in FUSIONS:
+        if value == fusion:
+            return fusion
+    raise ConfigError(f"unknown fusion {value!r}", hint="use " + " or ".join(FUSIONS))
+
+
+class Unit(BaseModel):
+    """A natural unit of a document: the smallest thing that has its own date and locator."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    title: str | None = None
+    locator: str | None = None  # page number, section path, record ordinal …
+    date_start: dt.date | None = None
+    date_end: dt.date | None = None  # = date_start unless the unit covers a range
+
+
+class Document(BaseModel):
+    """One source document with the fields every chunk of it inherits."""
+
+    model_config = ConfigDict(frozen=True)
+
+    document_id: str = Field(min_length=1)
+    source: str  # file name or edition
+    units: list[Unit]
+    title: str | None = None
+    author: str | None = None
+    corpus: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    # The title is the loader's fallback (the file name), not one a source gave, so a title stored
+    # by an earlier ingest (from a catalogue, say) may take its place. Not content: excluded from
+    # dumps, so it leaves version hashes as they were.
+    title_guessed: bool = Field(default=False, exclude=True)
+
+
+class ChunkDraft(BaseModel):
+    """A chunk before it is embedded and stored: the unit of citation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str  # stable citation id, e.g. pepys-entry-1666-9-12-a
+    document_id: str
+    ordinal: int  # position within the document, from 0
+    body: str
+    title: str | None
+    locator: str | None
+    date_start: dt.date | None
+    date_end: dt.date | None
+    author: str | None
+    corpus: str | None
+    source: str
+    citation: str  # caption-ready string
+    metadata: dict[str, Any]
+    context: str | None = None  # the LLM's situating sentence (contextual = "llm")

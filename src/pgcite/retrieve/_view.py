@@ -1,0 +1,138 @@
+"""One request's collection: the snapshot it reads and the models it uses, resolved once.
+
+A request (a search, an answer with its self-check re-searches, a gate evaluation) builds one
+:class:`SearchView` and passes it down. Every sub-search of a staged search -- decomposition's
+sub-queries, HyDE's passage, the route's tilted weights -- and every re-search of an answer runs
+through it, so all of them read the same snapshot and embed with that snapshot's model, even if an
+activation moves the active pointer (or switches the model) mid-request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from pgcite._errors import EmbedderError
+from pgcite.embed._base import Embedder
+from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
+from pgcite.retrieve._search import SearchOptions, run_search
+from pgcite.store._collections import CollectionInfo
+from pgcite.store._snapshots import SnapshotInfo
+
+# A pooled connection for one unit of work (the service's is role-scoped; see service/_roles.py)
+ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection]]
+
+
+@dataclass(frozen=True)
+class SearchView:
+    """A collection as one request sees it: ``snapshot``, the ``models`` (the snapshot's
+    embedder -- None only when no query needs one -- and the stage models), and where
+    connections come from."""
+
+    info: CollectionInfo
+    snapshot: SnapshotInfo
+    models: StageModels
+    connection: ConnectionFactory
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self.models.embedder
+
+    def search(
+        self,
+        query: str,
+        *,
+        filters: Filters | None = None,
+        options: SearchOptions | None = None,
+        stages: Stages | Mapping[str, Any] | None = None,
+        query_vector: np.ndarray | None = None,
+        explain: bool = False,
+    ) -> SearchResult:
+        """One search of this view's snapshot, with the collection's stages (``stages``
+        overrides them for this query)."""
+        filters = filters or Filters()
+        options = options or SearchOptions()
+        requested = options.weights  # None: the collection's, which a route may tilt
+        options = options.resolved(self.info.settings)
+        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
+        if not plan.active:
+            return self.search_once(query, filters=filters, options=options,
+                                    query_vector=query_vector, explain=explain)
+
+        def one(text: str, depth: int, vector: np.ndarray | None,
+                legs: tuple[float, float] | None) -> SearchResult:
+            if vector is None and text == query:
+                vector = query_vector
+            weights = self._tilt(requested, legs)
+            return self.search_once(
+                text, filters=filters, query_vector=vector, explain=explain,
+                options=options.model_copy(update={"top_k": depth, "weights": weights}))
+
+        return staged_search(one, query, top_k=options.top_k, mode=options.mode, stages=plan,
+                             models=self.models, cutoff=filters.cutoff)
+
+    def searcher(
+        self,
+        *,
+        filters: Filters | None = None,
+        options: SearchOptions | Mapping[str, Any] | None = None,
+        stages: Stages | Mapping[str, Any] | None = None,
+    ) -> Callable[..., SearchResult]:
+        """A search function bound to this view and a request's filters, options and stages,
+        for callers that take one (the answer pipeline, its self-checks): ``fn(query, *,
+        top_k=None, filters=None)``; ``filters`` given to ``fn`` replace the bound ones."""
+        base_filters, base_options = filters or Filters(), SearchOptions.coerce(options)
+
+        def search(query: str, *, top_k: int | None = None,
+                   filters: Filters | None = None) -> SearchResult:
+            wanted = (base_options if top_k is None
+                      else base_options.model_copy(update={"top_k": top_k}))
+            return self.search(query, filters=filters or base_filters, options=wanted,
+                               stages=stages)
+
+        return search
+
+    def search_once(
+        self,
+        query: str,
+        *,
+        filters: Filters,
+        options: SearchOptions,
+        query_vector: np.ndarray | None = None,
+        explain: bool = False,
+    ) -> SearchResult:
+        """One plain search (no stages) of this view's snapshot."""
+        embedder = None if options.mode == "keyword" or query_vector is not None else (
+            self.embedder)
+        self._check_query_dim(embedder, query_vector)
+        with self.connection() as conn:
+            return run_search(conn, self.info, self.snapshot, embedder, query, filters=filters,
+                              options=options, explain=explain, query_vector=query_vector)
+
+    def _tilt(self, requested: tuple[float, float] | None,
+              route: tuple[float, float] | None) -> tuple[float, float] | None:
+        """The leg weights of one retrieval: weights given with the request win; otherwise the
+        route tilts the collection's weights (for the default 1:1, to the route's own)."""
+        if requested is not None or route is None:
+            return requested or self.info.settings.weights
+        base = self.info.settings.weights
+        return (base[0] * route[0], base[1] * route[1])
+
+    def _check_query_dim(self, embedder: Embedder | None,
+                         query_vector: np.ndarray | None) -> None:
+        snapshot = self.snapshot
+        dim = embedder.spec.dim if embedder is not None else (
+            int(np.asarray(query_vector).size) if query_vector is not None else None)
+        if dim is not None and dim != snapshot.embed_dim:
+            raise EmbedderError(
+                f"the query vector has {dim} dimensions but snapshot {snapshot.snapshot_id} "
+                f"holds {snapshot.embed_dim}-dim vectors from {snapshot.embed_model}",
+                hint="embed the query with the snapshot's model (leave query_vector unset)",
+            )

@@ -1,0 +1,45 @@
+"""A lean repository: benchmarks commit small summaries, and the README's tables come from them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pgcite.evaluate import evaluate, load_golden, load_result, write_summary
+from tests.test_eval_report import FIXTURES, _searcher
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_a_summary_keeps_every_figure_and_no_per_query_row(tmp_path: Path) -> None:
+    result = evaluate(load_golden(FIXTURES / "golden.jsonl"), {"hybrid": _searcher({"g1"})},
+                      progress=False)
+    paths = write_summary(result, tmp_path)
+    data = json.loads(paths["summary"].read_text())
+    config = data["configurations"]["hybrid"]
+    assert not {"queries", "latency_samples_ms", "run"} & set(config)
+    back = load_result(paths["summary"])  # pgcite eval --compare reads summaries too
+    assert back.configurations["hybrid"].overall == result.configurations["hybrid"].overall
+    assert back.configurations["hybrid"].queries == []
+    assert (tmp_path / "report.md").exists() and not (tmp_path / "results.json").exists()
+
+
+def test_the_readme_tables_regenerate_from_the_committed_summaries() -> None:
+    readme = ROOT / "bench" / "README.md"
+    code = ("import sys; sys.path.insert(0, 'bench'); import make_readme; "
+            "print(make_readme.tables())")
+    tables = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, check=True, timeout=120).stdout.strip()
+    assert tables.count("\n") > 40 and f"<!-- results:start -->\n{tables}\n" in readme.read_text()
+
+
+def test_no_per_query_detail_is_tracked() -> None:
+    tracked = subprocess.run(["git", "ls-files", "bench/results"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    if not tracked:  # not a git checkout (an sdist): nothing to check
+        return
+    heavy = [p for p in tracked if p.endswith(("results.json", "report.html", "stage_events.json"))
+             or "/runs/" in p]
+    assert not heavy

@@ -11,6 +11,7 @@ from psycopg import sql
 
 from pgcite._errors import ConfigError, PgciteError
 from pgcite.embed._base import Embedder
+from pgcite.retrieve._answerability import signals_from_row
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
@@ -182,5 +183,6 @@ def run_search(
     return SearchResult(
         query=query, mode=options.mode, collection=info.name, snapshot_id=snapshot.snapshot_id,
         embedding_model=snapshot.embed_model, hits=hits, dropped=dropped,
-        confidence=rows[0]["best_similarity"] if rows else None, timings_ms=timings,
+        confidence=rows[0]["best_similarity"] if rows else None,
+        signals=signals_from_row(rows[0]) if rows else {}, timings_ms=timings,
     )

@@ -249,3 +249,15 @@ def test_cli_fits_reports_and_stores(settings: Settings, monkeypatch: pytest.Mon
     bad = CliRunner().invoke(app, ["eval", own.name, "--golden", str(only), "--fit-abstention"])
     assert bad.exit_code == 2 and "needs answerable and absent queries" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_vectorised_threshold_equals_the_calibration() -> None:
+    from pgcite.evaluate import calibrate_threshold
+    from pgcite.evaluate._fit_abstention import best_threshold
+
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        ans = np.round(rng.normal(0.5, 0.1, rng.integers(1, 12)), 2)  # rounding makes ties
+        absent = np.round(rng.normal(0.4, 0.1, rng.integers(1, 8)), 2)
+        expected = calibrate_threshold(ans.tolist(), absent.tolist()).value
+        assert best_threshold(ans, absent) == pytest.approx(expected)

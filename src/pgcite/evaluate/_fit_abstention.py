@@ -115,10 +115,30 @@ def loo_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *,
 def loo_threshold(values: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[bool]:
     """Abstain decisions of a one-signal threshold calibrated without that query."""
     def decide(tx: np.ndarray, ty: np.ndarray, row: np.ndarray) -> bool:
-        t = calibrate_threshold(tx[ty == 1, 0].tolist(), tx[ty == 0, 0].tolist())
-        return bool(row[0] < t.value)
+        return bool(row[0] < best_threshold(tx[ty == 1, 0], tx[ty == 0, 0]))
 
     return _leave_one_out(values.reshape(-1, 1), y, mask, decide)
+
+
+def best_threshold(answerable: np.ndarray, absent: np.ndarray) -> float:
+    """:func:`calibrate_threshold`'s value for finite confidences, vectorised: leave-one-out
+    calibrates once per query, which the pure-Python loop makes quadratic per fold."""
+    if absent.size == 0:
+        return calibrate_threshold(answerable.tolist(), []).value
+    values = np.unique(np.concatenate([answerable, absent]))
+    candidates = np.concatenate([[-math.inf], (values[:-1] + values[1:]) / 2, [math.inf]])
+    ans, absn = np.sort(answerable), np.sort(absent)
+    # declines when confidence < t: the count of values strictly below t
+    # (n - k) / n, not 1 - k / n: the same floats as the calibration's, so ties tie alike
+    answered = (ans.size - np.searchsorted(ans, candidates, side="left")) / max(ans.size, 1)
+    declined = np.searchsorted(absn, candidates, side="left") / absn.size
+    balanced = (answered + declined) / 2 if ans.size else declined
+    tied = candidates[balanced == balanced.max()]
+    finite = tied[np.isfinite(tied)]
+    if finite.size == 0:
+        return float(tied[0])
+    centre = (finite[0] + finite[-1]) / 2
+    return float(min(finite.tolist(), key=lambda t: (abs(t - centre), t)))
 
 
 def _leave_one_out(x: np.ndarray, y: np.ndarray, mask: np.ndarray,

@@ -113,8 +113,10 @@ def prepare_search(
     options: SearchOptions,
     query_vector: np.ndarray | None,
     explain: bool = False,
+    evidence: bool = True,
 ) -> tuple[sql.Composed, dict[str, Any]]:
-    """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
+    """The statement and its bound parameters for one search (also used to EXPLAIN it);
+    ``evidence=False`` leaves out the answerability signals (to measure what they cost)."""
     compiled = compile_filters(filters, snapshot.metadata_fields or {})
     parsed = parse_query(query)
     params: dict[str, Any] = {
@@ -134,7 +136,7 @@ def prepare_search(
         filtered=bool(compiled.clauses), fusion=options.fusion, fetch=options.fetch,
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
-        term_depth=options.term_depth,
+        term_depth=options.term_depth, evidence=evidence,
     )
     return statement, params
 

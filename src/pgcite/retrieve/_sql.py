@@ -47,7 +47,11 @@ kw_terms AS (
     SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
            {norm_score} AS norm
     FROM kw_top
-), kw_stats AS (
+)"""
+# Answerability signals (pgcite.retrieve._answerability) of the keyword leg: the share of the
+# query's idf mass that the snapshot holds at all, and the share its best keyword hit holds.
+_EVIDENCE = """
+kw_stats AS (
     SELECT coalesce(n_chunks, 0)::float8 AS n FROM {s}.snapshots
     WHERE snapshot_id = %(snapshot_id)s
 ), kw_idf AS (
@@ -63,8 +67,6 @@ kw_terms AS (
            AS total
     FROM kw_terms t CROSS JOIN kw_stats st
 ), evidence AS (
-    -- answerability signals (pgcite.retrieve._answerability): the share of the query's idf
-    -- mass the snapshot holds at all, and the share its best keyword hit holds
     SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf) / nullif(m.total, 0) AS coverage,
            (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i, {s}.chunks c
             WHERE c.chunk_pk = (SELECT chunk_pk FROM kw WHERE rank = 1)
@@ -122,12 +124,7 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
        -- over every candidate, before the LIMIT: abstention must not depend on top_k
        1 - min(v.distance) OVER () AS best_similarity,
-       -- how far the best cosine stands above the {depth}th best, and how many of the legs'
-       -- top {depth} both legs found (answerability signals)
-       max(v.distance) FILTER (WHERE v.rank <= {depth}) OVER () - min(v.distance) OVER ()
-           AS similarity_gap,
-       count(*) FILTER (WHERE k.rank <= {depth} AND v.rank <= {depth}) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage,
+       {evidence}
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
@@ -137,6 +134,15 @@ ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
 LIMIT {limit}
 """
 FUSIONS = {"rrf": _RRF, "convex": _CONVEX}
+# How far the best cosine stands above the EVIDENCE_DEPTH-th best, and how many of the legs'
+# top EVIDENCE_DEPTH both legs found (answerability signals), over every candidate.
+_EVIDENCE_COLUMNS = """
+       max(v.distance) FILTER (WHERE v.rank <= {depth}) OVER () - min(v.distance) OVER ()
+           AS similarity_gap,
+       count(*) FILTER (WHERE k.rank <= {depth} AND v.rank <= {depth}) OVER () AS leg_overlap,
+       e.coverage, e.best_coverage,"""
+_NO_EVIDENCE_COLUMNS = ("NULL::float8 AS similarity_gap, NULL::bigint AS leg_overlap,"
+                        " e.coverage, e.best_coverage,")
 # The ranks the gap and overlap signals look at: fixed, so that they do not move with top_k
 # (each leg fetches at least 3 x top_k candidates, so from top_k = 2 on all five are there).
 EVIDENCE_DEPTH = 5
@@ -157,12 +163,14 @@ def build_search_sql(
     fetch: int,
     limit: int | None,
     term_depth: int | None = None,
+    evidence: bool = True,
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
 
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
     ``term_depth`` counts only each term's N best postings (None: exact BM25).
+    ``evidence=False`` leaves the answerability signals out (NULL), to measure their cost.
     """
     counts = {name: sql.Literal(_count(name, value))
               for name, value in (("fetch", fetch), ("limit", limit), ("term_depth", term_depth))}
@@ -182,6 +190,8 @@ def build_search_sql(
             postings=(sql.SQL(_ALL_POSTINGS) if term_depth is None
                       else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
             norm_score=sql.SQL(_NORM.format(x="score"))))
+        ctes.append(sql.SQL(_EVIDENCE if evidence else _EMPTY_EVIDENCE).format(
+            s=schema))
     else:
         ctes.extend([sql.SQL(_EMPTY_KW), sql.SQL(_EMPTY_EVIDENCE)])
     if mode in ("vector", "hybrid"):
@@ -194,8 +204,10 @@ def build_search_sql(
         ctes.append(sql.SQL(_EMPTY_VEC))
     return sql.SQL("WITH {ctes} {fuse}").format(
         ctes=sql.SQL(",").join(ctes),
-        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(FUSIONS[fusion]),
-                                   limit=counts["limit"], depth=sql.Literal(EVIDENCE_DEPTH)))
+        fuse=sql.SQL(_FUSE).format(
+            s=schema, fusion=sql.SQL(FUSIONS[fusion]), limit=counts["limit"],
+            evidence=sql.SQL(_EVIDENCE_COLUMNS if evidence else _NO_EVIDENCE_COLUMNS).format(
+                depth=sql.Literal(EVIDENCE_DEPTH))))
 
 
 def _count(name: str, value: int | None) -> int | None:

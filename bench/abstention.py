@@ -64,7 +64,7 @@ def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None) 
     rows: dict[str, Rates] = {}
     if fixed is not None:
         cosine = x[:, SIGNALS.index("cosine")]
-        rows[f"today: cosine < {fixed:.2f} (fixed, chosen earlier on the 40 golden queries)"] = \
+        rows[f"today: abstain below cosine {fixed:.2f} (fixed; chosen earlier on the 40 golden queries)"] = \
             rates([not m or c < fixed for c, m in zip(cosine, mask, strict=True)], y)
     single = {name: loo_threshold(x[:, j], y, mask) for j, name in enumerate(SIGNALS)}
     for name, decided in single.items():

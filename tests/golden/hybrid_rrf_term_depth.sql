@@ -19,6 +19,28 @@ kw_terms AS (
            coalesce((score - min(score) OVER ()) / nullif(max(score) OVER () - min(score) OVER (), 0), 1.0) AS norm
     FROM kw_top
 ),
+kw_stats AS (
+    SELECT coalesce(n_chunks, 0)::float8 AS n FROM "pgc_diary".snapshots
+    WHERE snapshot_id = %(snapshot_id)s
+), kw_idf AS (
+    -- the BM25 idf of each query lexeme the snapshot holds (df = its postings' length)
+    SELECT po.term, ln(1 + (st.n - cardinality(po.chunk_pks) + 0.5)
+                          / (cardinality(po.chunk_pks) + 0.5)) AS idf
+    FROM "pgc_diary".postings po CROSS JOIN kw_terms CROSS JOIN kw_stats st
+    WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
+), kw_mass AS (
+    -- all the query's idf mass: a lexeme the snapshot lacks counts with df = 0
+    SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf)
+           + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n + 0.5) / 0.5)
+           AS total
+    FROM kw_terms t CROSS JOIN kw_stats st
+), evidence AS (
+    SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf) / nullif(m.total, 0) AS coverage,
+           (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i, "pgc_diary".chunks c
+            WHERE c.chunk_pk = (SELECT chunk_pk FROM kw WHERE rank = 1)
+              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0) AS best_coverage
+    FROM kw_mass m
+),
 vec_near AS (
     SELECT c.chunk_pk, (embedding::vector(384)) <=> %(query_vector)s::vector(384) AS distance
     FROM "pgc_diary".chunks c
@@ -38,9 +60,15 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
        -- over every candidate, before the LIMIT: abstention must not depend on top_k
        1 - min(v.distance) OVER () AS best_similarity,
+
+       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
+           AS similarity_gap,
+       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
+       e.coverage, e.best_coverage,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
 JOIN "pgc_diary".chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
+CROSS JOIN evidence e
 ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
 LIMIT 10

@@ -1,7 +1,9 @@
 """retrieve → fit the context to a token budget → generate → check.
 
-Abstention happens before any model is called when retrieval finds nothing, or when its best
-cosine similarity (``SearchResult.confidence``) is below the threshold. After generation the
+Abstention happens before any model is called when retrieval finds nothing, or when the
+collection's fitted answerability score (:mod:`pgcite.retrieve._answerability`) is below its cut,
+or, without a fitted score, when the best cosine similarity (``SearchResult.confidence``) is
+below the threshold. After generation the
 guard (:mod:`pgcite.answer._guard`) drops citations of passages the generator was not given,
 abstains if no valid citation is left, and swaps in the fallback text when the persona speaks
 another author's words in the first person. Every such decision is written to ``Answer.trace``.
@@ -34,6 +36,7 @@ from pgcite.answer._types import (
     TraceEvent,
 )
 from pgcite.llm import ChatModel
+from pgcite.retrieve._answerability import abstention_reason, stored_model
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
@@ -90,6 +93,10 @@ class _Policy:
                                   hint="square brackets are reserved for citations")
         self.threshold = (options.threshold if options.threshold is not None
                           else default_threshold(result.embedding_model))
+        # A fitted answerability score replaces the default threshold; a threshold the caller
+        # passes wins over both.
+        self.answerability = (None if options.threshold is not None else stored_model(
+            collection.info.settings, result.embedding_model))
 
 
 class _Run:
@@ -175,10 +182,9 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
     result, policy = run.result, run.policy
     if not result.hits:
         return run.abstain("retrieval found no passage (the filters may exclude everything)")
-    if (policy.threshold is not None and result.confidence is not None
-            and result.confidence < policy.threshold and not _has_phrase(run.question)):
-        return run.abstain(f"best similarity {result.confidence:.3f} is below the threshold "
-                           f"{policy.threshold:.3f}; no model was called")
+    refusal = abstention_reason(result, policy.answerability, policy.threshold)
+    if refusal is not None and not _has_phrase(run.question):
+        return run.abstain(refusal + "; no model was called")
     late = _asks_after_sources(run.question, result.hits) if options.temporal_check else None
     if late:
         return run.abstain(late + "; no model was called")

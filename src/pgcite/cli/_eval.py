@@ -55,6 +55,11 @@ def eval_command(
     floor: Annotated[list[str] | None, typer.Option(
         help="With --strict: a floor METRIC=VALUE on top of those (repeatable); METRIC=none "
         "drops one.")] = None,
+    fit_abstention: Annotated[bool, typer.Option(
+        "--fit-abstention", help="Fit the answerability score (when answers abstain) on the "
+        "golden set's answerable and absent queries, print leave-one-out figures per signal "
+        "and combined, and store the model in the collection for its embedding model.")]
+    = False,
     json_out: bool = JsonOption,
 ) -> None:
     """Evaluate retrieval on judged queries, several modes side by side.
@@ -73,6 +78,9 @@ def eval_command(
             raise fail("--golden is required", hint="e.g. --golden data/pepys-diary/golden.jsonl")
         floors = _floors(collection if run is None else None, floor or []) if strict else None
         gold = ev.load_golden(golden, split=split)
+        if fit_abstention:
+            _fit_abstention(collection, gold, json_out)
+            return
         if run is not None:
             result = ev.score_external_run(gold, run, k=top_k)
         else:
@@ -155,6 +163,19 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
                        metadata=run_metadata(view, {
                            "depth": depth, "fusion": chosen,
                            "index_usage": index_usage(view, gold.queries[0].text)}))
+
+
+def _fit_abstention(collection: str | None, gold: GoldenSet, json_out: bool) -> None:
+    from pgcite._client import Client
+    from pgcite.evaluate._fit_abstention import fit_abstention, render_fit
+
+    if collection is None:
+        raise fail("name the collection to fit abstention for")
+    report = fit_abstention(Client(settings()).collection(collection), gold)
+    if json_out:
+        emit_json(report)
+    else:
+        console.print(render_fit(report), highlight=False)
 
 
 def _summary(result: EvalResult) -> str:

@@ -75,6 +75,10 @@ class SearchResult(CamelModel):
     confidence: float | None = Field(
         default=None, description="best cosine similarity among candidates (for abstention)"
     )
+    signals: dict[str, float | None] = Field(
+        default_factory=dict, description="what retrieval knows about whether the collection "
+        "answers the query: cosine, coverage, best_coverage, agreement, gap (docs/answers.md, "
+        "\"Abstention\"); empty when nothing was found")
     timings_ms: dict[str, float] = Field(default_factory=dict)
     stages: list[StageEvent] = Field(
         default_factory=list, description="the optional stages and what each did")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from pgcite._errors import ConfigError, PgciteError
 from pgcite._types import DEFAULT_FUSION, Fusion, Mode
 from pgcite.embed._base import Embedder
+from pgcite.retrieve._answerability import signals_from_row
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
@@ -140,8 +141,10 @@ def prepare_search(
     options: SearchOptions,
     query_vector: np.ndarray | None,
     explain: bool = False,
+    evidence: bool = True,
 ) -> tuple[sql.Composed, dict[str, Any]]:
-    """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
+    """The statement and its bound parameters for one search (also used to EXPLAIN it);
+    ``evidence=False`` leaves out the answerability signals (to measure what they cost)."""
     options = options.resolved(info.settings)
     weights = options.weights or (1.0, 1.0)  # resolved: never None
     compiled = compile_filters(filters, snapshot.metadata_fields or {})
@@ -163,7 +166,7 @@ def prepare_search(
         filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION, fetch=options.fetch,
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
-        term_depth=options.term_depth,
+        term_depth=options.term_depth, evidence=evidence,
     )
     return statement, params
 
@@ -222,5 +225,6 @@ def shape_result(rows: list[dict[str, Any]], query: str, info: CollectionInfo,
     return SearchResult(
         query=query, mode=options.mode, collection=info.name, snapshot_id=snapshot.snapshot_id,
         embedding_model=snapshot.embed_model, hits=hits, dropped=dropped,
-        confidence=rows[0]["best_similarity"] if rows else None, timings_ms=timings,
+        confidence=rows[0]["best_similarity"] if rows else None,
+        signals=signals_from_row(rows[0]) if rows else {}, timings_ms=timings,
     )

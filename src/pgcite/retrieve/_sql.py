@@ -45,6 +45,31 @@ kw_terms AS (
            {norm_score} AS norm
     FROM kw_top
 )"""
+# Answerability signals (pgcite.retrieve._answerability) of the keyword leg: the share of the
+# query's idf mass that the snapshot holds at all, and the share its best keyword hit holds.
+_EVIDENCE = """
+kw_stats AS (
+    SELECT coalesce(n_chunks, 0)::float8 AS n FROM {s}.snapshots
+    WHERE snapshot_id = %(snapshot_id)s
+), kw_idf AS (
+    -- the BM25 idf of each query lexeme the snapshot holds (df = its postings' length)
+    SELECT po.term, ln(1 + (st.n - cardinality(po.chunk_pks) + 0.5)
+                          / (cardinality(po.chunk_pks) + 0.5)) AS idf
+    FROM {s}.postings po CROSS JOIN kw_terms CROSS JOIN kw_stats st
+    WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
+), kw_mass AS (
+    -- all the query's idf mass: a lexeme the snapshot lacks counts with df = 0
+    SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf)
+           + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n + 0.5) / 0.5)
+           AS total
+    FROM kw_terms t CROSS JOIN kw_stats st
+), evidence AS (
+    SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf) / nullif(m.total, 0) AS coverage,
+           (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i, {s}.chunks c
+            WHERE c.chunk_pk = (SELECT chunk_pk FROM kw WHERE rank = 1)
+              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0) AS best_coverage
+    FROM kw_mass m
+)"""
 # Exact BM25 unnests whole arrays; slicing them (even to their full length) copies each one
 # first, which made the keyword leg ~25% slower on SciFact (measured), so the slice is only
 # there when term_depth bounds it.
@@ -78,6 +103,8 @@ _NORM = ("coalesce(({x} - min({x}) OVER ()) / nullif(max({x}) OVER () - min({x})
 
 _EMPTY_KW = ("kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank,"
              " NULL::float8 AS norm WHERE false)")
+_EMPTY_EVIDENCE = ("evidence AS (SELECT NULL::float8 AS coverage,"
+                   " NULL::float8 AS best_coverage)")
 _EMPTY_VEC = ("vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance,"
               " NULL::bigint AS rank, NULL::float8 AS norm WHERE false)")
 
@@ -94,14 +121,28 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
        -- over every candidate, before the LIMIT: abstention must not depend on top_k
        1 - min(v.distance) OVER () AS best_similarity,
+       {evidence}
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk
 JOIN {s}.chunks c ON c.chunk_pk = coalesce(k.chunk_pk, v.chunk_pk)
+CROSS JOIN evidence e
 ORDER BY fused DESC, coalesce(v.rank, 1e9), coalesce(k.rank, 1e9), c.chunk_pk
 LIMIT {limit}
 """
 _FUSION_SQL: dict[Fusion, str] = {"rrf": _RRF, "convex": _CONVEX}
+# How far the best cosine stands above the EVIDENCE_DEPTH-th best, and how many of the legs'
+# top EVIDENCE_DEPTH both legs found (answerability signals), over every candidate.
+_EVIDENCE_COLUMNS = """
+       max(v.distance) FILTER (WHERE v.rank <= {depth}) OVER () - min(v.distance) OVER ()
+           AS similarity_gap,
+       count(*) FILTER (WHERE k.rank <= {depth} AND v.rank <= {depth}) OVER () AS leg_overlap,
+       e.coverage, e.best_coverage,"""
+_NO_EVIDENCE_COLUMNS = ("NULL::float8 AS similarity_gap, NULL::bigint AS leg_overlap,"
+                        " e.coverage, e.best_coverage,")
+# The ranks the gap and overlap signals look at: fixed, so that they do not move with top_k
+# (each leg fetches at least 3 x top_k candidates, so from top_k = 2 on all five are there).
+EVIDENCE_DEPTH = 5
 
 
 def build_search_sql(
@@ -119,12 +160,14 @@ def build_search_sql(
     fetch: int,
     limit: int | None,
     term_depth: int | None = None,
+    evidence: bool = True,
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
 
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
     ``term_depth`` counts only each term's N best postings (None: exact BM25).
+    ``evidence=False`` leaves the answerability signals out (NULL), to measure their cost.
     """
     counts = {name: sql.Literal(_count(name, value))
               for name, value in (("fetch", fetch), ("limit", limit), ("term_depth", term_depth))}
@@ -144,8 +187,10 @@ def build_search_sql(
             postings=(sql.SQL(_ALL_POSTINGS) if term_depth is None
                       else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
             norm_score=sql.SQL(_NORM.format(x="score"))))
+        ctes.append(sql.SQL(_EVIDENCE if evidence else _EMPTY_EVIDENCE).format(
+            s=schema))
     else:
-        ctes.append(sql.SQL(_EMPTY_KW))
+        ctes.extend([sql.SQL(_EMPTY_KW), sql.SQL(_EMPTY_EVIDENCE)])
     if mode in ("vector", "hybrid"):
         ctes.append(sql.SQL(_VECTOR).format(
             s=schema, expr=vector_expression(dim, halfvec), vtype=sql.SQL(vtype),
@@ -156,8 +201,10 @@ def build_search_sql(
         ctes.append(sql.SQL(_EMPTY_VEC))
     return sql.SQL("WITH {ctes} {fuse}").format(
         ctes=sql.SQL(",").join(ctes),
-        fuse=sql.SQL(_FUSE).format(s=schema, fusion=sql.SQL(_FUSION_SQL[fusion]),
-                                   limit=counts["limit"]))
+        fuse=sql.SQL(_FUSE).format(
+            s=schema, fusion=sql.SQL(_FUSION_SQL[fusion]), limit=counts["limit"],
+            evidence=sql.SQL(_EVIDENCE_COLUMNS if evidence else _NO_EVIDENCE_COLUMNS).format(
+                depth=sql.Literal(EVIDENCE_DEPTH))))
 
 
 def _count(name: str, value: int | None) -> int | None:

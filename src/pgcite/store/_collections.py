@@ -56,6 +56,11 @@ class CollectionSettings(BaseModel):
     stages: dict[str, Any] = Field(
         default_factory=dict, description="optional quality stages (validated as "
         "pgcite.retrieve.Stages: route, decompose, hyde, rerank, rerank_depth, boosts, timeouts)")
+    abstention: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="fitted answerability models keyed by the embedding "
+        "model (id@version) they were fitted for (validated as "
+        "pgcite.retrieve._answerability.AnswerabilityModel; written by "
+        "`pgcite eval --fit-abstention`)")
 
     @field_validator("weights")
     @classmethod

@@ -1,0 +1,247 @@
+"""Abstention side by side: today's single cosine threshold, each answerability signal alone, and
+the combined logistic score — every rule cross-validated (leave-one-out), never self-calibrated.
+
+    python bench/abstention.py [--collection pepys] [--xquad 1190] [--fit-sample 300]
+
+Pepys: the 40-query golden set, and the golden set plus bench/abstention/pepys-extra.jsonl
+(37 further hand-judged queries, see bench/abstention/README.md). XQuAD (English, answerable
+only) over a MiniLM collection of its 240 paragraphs: the answer rate under the default
+threshold, under the Pepys-fitted score, and under a score fitted on XQuAD itself with SciFact
+claims as the absent queries. Also the latency of the hybrid statement with and without the
+signal columns, interleaved. Writes bench/results/abstention/summary.json + report.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl
+
+import pgcite
+from pgcite.answer._pipeline import _asks_after_sources, default_threshold
+from pgcite.evaluate import GoldenQuery, load_golden
+from pgcite.evaluate._collection import run_metadata
+from pgcite.evaluate._fit_abstention import (
+    TOP_K,
+    Observation,
+    Rates,
+    features,
+    loo_logistic,
+    loo_threshold,
+    rates,
+    wilson,
+)
+from pgcite.retrieve._answerability import SIGNALS, AnswerabilityModel, fit_model
+from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._search import SearchOptions, prepare_search
+
+OUT = RESULTS / "abstention"
+
+
+def observe(col: pgcite.Collection,
+            queries: Sequence[GoldenQuery]) -> tuple[list[Observation], list[bool]]:
+    """Each query searched as an answer searches it; plus whether the temporal rule fires."""
+    observations, late = [], []
+    for q in queries:
+        result = col.search(q.text, top_k=TOP_K, cutoff=q.cutoff)
+        observations.append(Observation(id=q.id, kind=q.kind, answerable=q.answerable,
+                                        has_hits=bool(result.hits), signals=result.signals))
+        late.append(bool(result.hits) and _asks_after_sources(q.text, result.hits) is not None)
+    return observations, late
+
+
+def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None) -> dict[str, Any]:
+    """Every rule's leave-one-out rates on one set of judged queries."""
+    x, y, mask = features(obs, SIGNALS)
+    rows: dict[str, Rates] = {}
+    if fixed is not None:
+        cosine = x[:, SIGNALS.index("cosine")]
+        rows[f"today: abstain below cosine {fixed:.2f} (fixed; chosen earlier on the 40 golden queries)"] = \
+            rates([not m or c < fixed for c, m in zip(cosine, mask, strict=True)], y)
+    single = {name: loo_threshold(x[:, j], y, mask) for j, name in enumerate(SIGNALS)}
+    for name, decided in single.items():
+        label = "today's rule: cosine threshold" if name == "cosine" else f"{name} threshold"
+        rows[f"{label} (calibrated, LOO)"] = rates(decided, y)
+    combined = loo_logistic(x, y, mask)
+    rows["combined score (logistic, LOO)"] = rates(combined, y)
+    rows["cosine threshold + temporal rule (LOO)"] = rates(
+        [a or t for a, t in zip(single["cosine"], late, strict=True)], y)
+    rows["combined score + temporal rule (LOO)"] = rates(
+        [a or t for a, t in zip(combined, late, strict=True)], y)
+    return {"answerable": int(y.sum()), "absent": int((1 - y).sum()),
+            "rules": {k: v.model_dump(mode="json") for k, v in rows.items()}}
+
+
+def fitted(obs: list[Observation], key: str, name: str) -> AnswerabilityModel:
+    x, y, mask = features(obs, SIGNALS)
+    return fit_model(x[mask], y[mask], model_key=key, fitted_on=name)
+
+
+def answer_rate(model: AnswerabilityModel | None, obs: list[Observation],
+                threshold: float | None) -> dict[str, Any]:
+    """Share of (answerable) queries answered under a model, or a bare threshold."""
+    x, _, mask = features(obs, SIGNALS)
+    if model is not None:
+        answered = mask & (model.predict(x) >= model.cut)
+    elif threshold is not None:
+        answered = mask & (x[:, SIGNALS.index("cosine")] >= threshold)
+    else:
+        answered = mask
+    n, k = len(obs), int(answered.sum())
+    return {"queries": n, "answered": k, "answer_rate": k / n, "ci95": wilson(k, n)}
+
+
+def latency(col: pgcite.Collection, queries: Sequence[GoldenQuery],
+            repeats: int) -> dict[str, Any]:
+    """The hybrid statement with and without the signal columns, interleaved, same vectors."""
+    from pgcite.embed._registry import embedder_for_key
+
+    snap = col.active_snapshot()
+    embedder = embedder_for_key(snap.embed_model)
+    options = SearchOptions(top_k=TOP_K, fusion=col.info.settings.fusion)
+    times: dict[str, list[float]] = {"with signals": [], "without signals": []}
+    with col.client.connection() as conn:
+        plans = []
+        for q in queries:
+            vector = embedder.embed_query(q.text)
+            for variant, evidence in (("with signals", True), ("without signals", False)):
+                plans.append((variant, *prepare_search(col.info, snap, q.text, filters=Filters(),
+                                                       options=options, query_vector=vector,
+                                                       evidence=evidence)))
+        for _ in range(repeats):
+            for variant, statement, params in plans:
+                times[variant].append(_run(conn, statement, params, options.ef_search))
+    return {k: {"p50_ms": round(statistics.median(v), 3),
+                "mean_ms": round(statistics.fmean(v), 3), "runs": len(v)}
+            for k, v in times.items()}
+
+
+def _run(conn: psycopg.Connection, statement: Any, params: dict[str, Any], ef: int) -> float:
+    started = time.perf_counter()
+    with conn.transaction():
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                     " set_config('hnsw.iterative_scan', 'strict_order', true)", (str(ef),))
+        conn.execute(statement, params).fetchall()
+    return (time.perf_counter() - started) * 1000
+
+
+def scifact_claims(n: int, seed: int) -> list[GoldenQuery]:
+    rows = read_jsonl(DATA / "scifact" / "queries.jsonl")
+    picked = random.Random(seed).sample(rows, min(n, len(rows)))
+    return [GoldenQuery(id=f"scifact-{r['_id']}", text=r["text"], kind="absent") for r in picked]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--collection", default="pepys")
+    parser.add_argument("--xquad", type=int, default=1190,
+                        help="XQuAD questions for the answer rate (all 1190 by default)")
+    parser.add_argument("--fit-sample", type=int, default=300,
+                        help="XQuAD questions and SciFact claims each in the XQuAD fit")
+    parser.add_argument("--repeats", type=int, default=3, help="latency passes")
+    args = parser.parse_args()
+    summary: dict[str, Any] = {}
+    with client() as c:
+        pepys = ensure_collection(c, args.collection,
+                                  [DATA / "pepys-diary" / "entries.jsonl"],
+                                  overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
+        key = pepys.active_snapshot().embed_model
+        fixed = default_threshold(key)
+        golden = load_golden(DATA / "pepys-diary" / "golden.jsonl")
+        extra = load_golden(ROOT / "abstention" / "pepys-extra.jsonl")
+        obs_g, late_g = observe(pepys, golden.queries)
+        obs_e, late_e = observe(pepys, extra.queries)
+        summary["pepys"] = {
+            "metadata": run_metadata(pepys, {"top_k": TOP_K, "mode": "hybrid"}),
+            "golden (40)": side_by_side(obs_g, late_g, fixed),
+            "golden + extra (77)": side_by_side(obs_g + obs_e, late_g + late_e, fixed),
+        }
+        pepys_model = fitted(obs_g + obs_e, key, "pepys golden + extra")
+        summary["pepys"]["latency"] = latency(pepys, golden.queries + extra.queries,
+                                              args.repeats)
+        print("pepys done", file=sys.stderr)
+
+        xq = ensure_collection(c, "xquad_en_minilm", [DATA / "xquad" / "en" / "corpus.jsonl"])
+        xgold = load_golden(DATA / "xquad" / "en", split="test")
+        questions = random.Random(0).sample(list(xgold.queries),
+                                            min(args.xquad, len(xgold.queries)))
+        obs_x, late_x = observe(xq, questions)
+        fit_ids = {q.id for q in questions[: args.fit_sample]}
+        obs_s, late_s = observe(xq, scifact_claims(args.fit_sample, 0))
+        fit_x = [o for o in obs_x if o.id in fit_ids]
+        fit_late = [t for o, t in zip(obs_x, late_x, strict=True) if o.id in fit_ids]
+        rest_x = [o for o in obs_x if o.id not in fit_ids] or obs_x
+        own = fitted(fit_x + obs_s, xq.active_snapshot().embed_model, "xquad + scifact")
+        summary["xquad_en"] = {
+            "metadata": run_metadata(xq, {"top_k": TOP_K, "mode": "hybrid"}),
+            "answer rate, default threshold": answer_rate(None, obs_x, fixed),
+            "answer rate, no threshold": answer_rate(None, obs_x, None),
+            "answer rate, Pepys-fitted score": answer_rate(pepys_model, obs_x, None),
+            "SciFact claims abstained, Pepys-fitted score": 1 - answer_rate(
+                pepys_model, obs_s, None)["answer_rate"],
+            "per-collection fit (XQuAD answerable + SciFact claims as absent), LOO":
+                side_by_side(fit_x + obs_s, fit_late + late_s, None),
+            "answer rate on the XQuAD questions outside the fit, own score":
+                answer_rate(own, rest_x, None),
+        }
+    summary["signals"] = list(SIGNALS)
+    summary["pepys_model"] = pepys_model.model_dump(mode="json")
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    (OUT / "report.md").write_text(report(summary), encoding="utf-8")
+    print(f"wrote {OUT}/summary.json, report.md", file=sys.stderr)
+
+
+def _cell(r: dict[str, Any], rate: str, ci: str) -> str:
+    return f"{r[rate]:.3f} [{r[ci][0]:.2f}, {r[ci][1]:.2f}]"
+
+
+def report(summary: dict[str, Any]) -> str:
+    lines = ["# Abstention: one threshold vs several signals", "",
+             "Leave-one-out: every decision comes from a rule fitted without that query. "
+             "95% intervals: Wilson for the rates, stratified bootstrap for balanced accuracy. "
+             "Made by `python bench/abstention.py`.", ""]
+    for name, block in summary["pepys"].items():
+        if not isinstance(block, dict) or "rules" not in block:
+            continue
+        lines += [f"## Pepys, {name}: {block['answerable']} answerable, {block['absent']} absent",
+                  "", *_table(block["rules"]), ""]
+    lat = summary["pepys"]["latency"]
+    lines += ["## Cost of the signals (Pepys, hybrid statement, interleaved)", "",
+              "| variant | p50 ms | mean ms | runs |", "|---|---|---|---|"]
+    lines += [f"| {k} | {v['p50_ms']} | {v['mean_ms']} | {v['runs']} |" for k, v in lat.items()]
+    x = summary["xquad_en"]
+    lines += ["", "## XQuAD English (answerable only, MiniLM collection)", "",
+              "| rule | answered | answer rate [95%] |", "|---|---|---|"]
+    for k, v in x.items():
+        if isinstance(v, dict) and "answer_rate" in v:
+            lines.append(f"| {k} | {v['answered']}/{v['queries']} | "
+                         f"{_cell(v, 'answer_rate', 'ci95')} |")
+    lines.append(f"\nSciFact claims abstained under the Pepys-fitted score: "
+                 f"{x['SciFact claims abstained, Pepys-fitted score']:.3f}\n")
+    fit = x["per-collection fit (XQuAD answerable + SciFact claims as absent), LOO"]
+    lines += [f"### Per-collection fit on XQuAD: {fit['answerable']} XQuAD questions, "
+              f"{fit['absent']} SciFact claims as absent", "", *_table(fit["rules"]), ""]
+    return "\n".join(lines)
+
+
+def _table(rules: dict[str, Any]) -> list[str]:
+    out = ["| rule | answerable answered | absent abstained | balanced accuracy |",
+           "|---|---|---|---|"]
+    for label, r in rules.items():
+        out.append(f"| {label} | {_cell(r, 'answer_rate', 'answer_ci')} | "
+                   f"{_cell(r, 'abstain_rate', 'abstain_ci')} | "
+                   f"{_cell(r, 'balanced_accuracy', 'balanced_ci')} |")
+    return out
+
+
+if __name__ == "__main__":
+    main()

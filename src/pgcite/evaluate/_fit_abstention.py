@@ -1,0 +1,242 @@
+"""Fitting the answerability score on judged queries, with cross-validated figures only.
+
+Each judged query is searched the way an answer searches (hybrid, the collection's stages and
+the query's cutoff), and its signals (:mod:`pgcite.retrieve._answerability`) are kept. A query
+is *answerable* when the set names relevant documents for it and *absent* when its kind is
+``absent``; others are left out. The figures are leave-one-out: each query is decided by a rule
+fitted on all the others, so no figure is measured on the query it was fitted on. For each
+single signal the rule is a threshold calibrated the way today's cosine threshold is
+(:func:`pgcite.evaluate._abstain.calibrate_threshold`); for the combination, the logistic model.
+The stored model is then fitted on every query.
+
+Rates come with 95% intervals: Wilson for the two rates, a stratified bootstrap (seeded) for
+balanced accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pgcite.evaluate._abstain import calibrate_threshold
+from pgcite.evaluate._base import Frozen
+from pgcite.evaluate._golden import GoldenSet
+from pgcite.retrieve._answerability import (
+    DEFAULT_L2,
+    SIGNALS,
+    fit_model,
+    signal_values,
+    store_model,
+)
+
+# The answer's default top_k; the signals only need top_k >= 2 (docs/answers.md).
+TOP_K = 5
+MODE = "hybrid"
+BOOTSTRAP = 2000
+
+
+class Observation(Frozen):
+    """One judged query's retrieval signals."""
+
+    id: str
+    kind: str
+    answerable: bool
+    has_hits: bool
+    signals: dict[str, float | None]
+
+
+class Rates(Frozen):
+    """How one abstention rule did on the judged queries (leave-one-out unless said)."""
+
+    answerable: int
+    absent: int
+    answer_rate: float
+    abstain_rate: float
+    balanced_accuracy: float
+    answer_ci: tuple[float, float]
+    abstain_ci: tuple[float, float]
+    balanced_ci: tuple[float, float]
+
+
+class FitReport(Frozen):
+    """What ``pgcite eval --fit-abstention`` reports (and stores the model of)."""
+
+    collection: str
+    golden: str
+    model_key: str
+    method: str = "leave-one-out"
+    combined: Rates
+    per_signal: dict[str, Rates]
+    model: dict[str, Any]
+    stored: bool
+    left_out: list[str]  # queries neither answerable nor absent
+
+
+def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
+            top_k: int = TOP_K) -> tuple[list[Observation], list[str], str]:
+    """The signals of every answerable or absent query; (observations, left out, model key)."""
+    observations: list[Observation] = []
+    left_out: list[str] = []
+    model_key = collection.active_snapshot().embed_model
+    for query in golden.queries:
+        if not query.answerable and query.kind != "absent":
+            left_out.append(query.id)
+            continue
+        result = collection.search(query.text, top_k=top_k, mode=mode, cutoff=query.cutoff)
+        observations.append(Observation(
+            id=query.id, kind=query.kind, answerable=query.answerable,
+            has_hits=bool(result.hits), signals=result.signals))
+    return observations, left_out, model_key
+
+
+def features(observations: Sequence[Observation],
+             names: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(signal rows, labels, scorable mask): rows of unscorable queries (nothing found, no
+    vector leg) are zeros and always abstain."""
+    rows, mask = [], []
+    for obs in observations:
+        values = signal_values(obs.signals, names) if obs.has_hits else None
+        mask.append(values is not None)
+        rows.append(values if values is not None else [0.0] * len(names))
+    labels = np.array([1.0 if o.answerable else 0.0 for o in observations])
+    return np.asarray(rows, dtype=float).reshape(len(rows), len(names)), labels, np.array(mask)
+
+
+def loo_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *,
+                 l2: float = DEFAULT_L2) -> list[bool]:
+    """Abstain decisions, each from a model fitted without that query."""
+    return _leave_one_out(x, y, mask, lambda tx, ty, row: float(
+        fit_model(tx, ty, model_key="cv", l2=l2).predict(row[None, :])[0]) < 0.5)
+
+
+def loo_threshold(values: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[bool]:
+    """Abstain decisions of a one-signal threshold calibrated without that query."""
+    def decide(tx: np.ndarray, ty: np.ndarray, row: np.ndarray) -> bool:
+        return bool(row[0] < best_threshold(tx[ty == 1, 0], tx[ty == 0, 0]))
+
+    return _leave_one_out(values.reshape(-1, 1), y, mask, decide)
+
+
+def best_threshold(answerable: np.ndarray, absent: np.ndarray) -> float:
+    """:func:`calibrate_threshold`'s value for finite confidences, vectorised: leave-one-out
+    calibrates once per query, which the pure-Python loop makes quadratic per fold."""
+    if absent.size == 0:
+        return calibrate_threshold(answerable.tolist(), []).value
+    values = np.unique(np.concatenate([answerable, absent]))
+    candidates = np.concatenate([[-math.inf], (values[:-1] + values[1:]) / 2, [math.inf]])
+    ans, absn = np.sort(answerable), np.sort(absent)
+    # declines when confidence < t: the count of values strictly below t
+    # (n - k) / n, not 1 - k / n: the same floats as the calibration's, so ties tie alike
+    answered = (ans.size - np.searchsorted(ans, candidates, side="left")) / max(ans.size, 1)
+    declined = np.searchsorted(absn, candidates, side="left") / absn.size
+    balanced = (answered + declined) / 2 if ans.size else declined
+    tied = candidates[balanced == balanced.max()]
+    finite = tied[np.isfinite(tied)]
+    if finite.size == 0:
+        return float(tied[0])
+    centre = (finite[0] + finite[-1]) / 2
+    return float(min(finite.tolist(), key=lambda t: (abs(t - centre), t)))
+
+
+def _leave_one_out(x: np.ndarray, y: np.ndarray, mask: np.ndarray,
+                   decide: Callable[[np.ndarray, np.ndarray, np.ndarray], bool]) -> list[bool]:
+    out = []
+    for i in range(len(y)):
+        if not mask[i]:
+            out.append(True)  # nothing to score: abstains, as the answer does
+            continue
+        keep = mask.copy()
+        keep[i] = False
+        out.append(decide(x[keep], y[keep], x[i]))
+    return out
+
+
+def rates(abstained: Sequence[bool], y: np.ndarray, *, seed: int = 0) -> Rates:
+    """Answer rate on answerable, abstain rate on absent, balanced accuracy, with intervals."""
+    decided = np.asarray(abstained, dtype=bool)
+    answered = ~decided[y == 1]
+    declined = decided[y == 0]
+    answer, abstain = float(answered.mean()), float(declined.mean())
+    rng = np.random.default_rng(seed)
+    boot = [(rng.choice(answered, answered.size).mean() + rng.choice(declined, declined.size)
+             .mean()) / 2 for _ in range(BOOTSTRAP)]
+    return Rates(
+        answerable=int(answered.size), absent=int(declined.size), answer_rate=answer,
+        abstain_rate=abstain, balanced_accuracy=(answer + abstain) / 2,
+        answer_ci=wilson(int(answered.sum()), answered.size),
+        abstain_ci=wilson(int(declined.sum()), declined.size),
+        balanced_ci=(float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))))
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95% by default)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def cross_validate(observations: Sequence[Observation], names: Sequence[str] = SIGNALS,
+                   *, l2: float = DEFAULT_L2) -> tuple[Rates, dict[str, Rates]]:
+    """Leave-one-out figures of the combined score and of each signal alone."""
+    x, y, mask = features(observations, names)
+    _need_both(y)
+    combined = rates(loo_logistic(x, y, mask, l2=l2), y)
+    per_signal = {name: rates(loo_threshold(x[:, j], y, mask), y)
+                  for j, name in enumerate(names)}
+    return combined, per_signal
+
+
+def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
+                   names: Sequence[str] = SIGNALS, l2: float = DEFAULT_L2) -> FitReport:
+    """Cross-validate, fit on every query, and (``store``) save the model in the collection."""
+    observations, left_out, model_key = observe(collection, golden)
+    combined, per_signal = cross_validate(observations, names, l2=l2)
+    x, y, mask = features(observations, names)
+    model = fit_model(
+        x[mask], y[mask], model_key=model_key, names=names, l2=l2,
+        fitted_on=f"{golden.name}: {int(y.sum())} answerable + {int((1 - y).sum())} absent",
+        cross_validated={"method": "leave-one-out", **combined.model_dump(mode="json")})
+    if store:
+        with collection.client.connection() as conn:
+            store_model(conn, collection.name, model)
+    return FitReport(collection=collection.name, golden=golden.name, model_key=model_key,
+                     combined=combined, per_signal=per_signal,
+                     model=model.model_dump(mode="json"), stored=store, left_out=left_out)
+
+
+def _need_both(y: np.ndarray) -> None:
+    from pgcite._errors import ConfigError
+
+    if y.size == 0 or y.min() == y.max():
+        raise ConfigError("fitting abstention needs answerable and absent queries",
+                          hint="absent queries are kind \"absent\" with no relevant documents")
+
+
+def render_fit(report: FitReport) -> str:
+    """The figures as a short Markdown table (leave-one-out, 95% intervals)."""
+    lines = [f"Abstention on {report.golden} ({report.collection}, {report.model_key}), "
+             f"{report.method}: {report.combined.answerable} answerable, "
+             f"{report.combined.absent} absent",
+             "", "| rule | answerable answered | absent abstained | balanced accuracy |",
+             "|---|---|---|---|"]
+    rows = [("combined score", report.combined),
+            *((f"{name} alone (threshold{', today' if name == 'cosine' else ''})", r) for name, r in report.per_signal.items())]
+    for label, r in rows:
+        lines.append(f"| {label} | {_pct(r.answer_rate, r.answer_ci)} | "
+                     f"{_pct(r.abstain_rate, r.abstain_ci)} | "
+                     f"{r.balanced_accuracy:.3f} [{r.balanced_ci[0]:.3f}, {r.balanced_ci[1]:.3f}] |")
+    lines.append("")
+    lines.append("model stored in the collection's settings for " + report.model_key
+                 if report.stored else "model not stored")
+    return "\n".join(lines)
+
+
+def _pct(value: float, ci: tuple[float, float]) -> str:
+    return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+

@@ -1,0 +1,203 @@
+"""Answerability: does the collection answer this query, from what retrieval already knows?
+
+A single best-cosine threshold cannot tell "the archive does not say" from "the archive says it
+in other words": a paraphrase scores as low as an absent topic. The hybrid statement returns, at
+no extra round trip, further evidence from both legs (columns computed before its LIMIT, so none
+depends on ``top_k``):
+
+- ``cosine``: the best cosine similarity among the vector leg's candidates;
+- ``coverage``: the share of the query's BM25 idf mass held by lexemes the snapshot contains
+  (a lexeme the snapshot lacks counts with document frequency 0, the largest idf);
+- ``best_coverage``: the share of that mass held by the best keyword hit's own lexemes;
+- ``agreement``: how many of the two legs' top ``EVIDENCE_DEPTH`` candidates both legs found,
+  as a share of ``EVIDENCE_DEPTH``;
+- ``gap``: how far the best cosine stands above the ``EVIDENCE_DEPTH``-th best (a flat top
+  suggests nothing in particular matched).
+
+A small logistic model turns them into one probability. It is fitted on judged queries
+(``pgcite eval COLLECTION --golden FILE --fit-abstention``, in pure numpy), stored in the
+collection's settings under the embedding model it was fitted for, and refused for any other
+model: the signals' scales belong to one model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite._errors import ConfigError
+from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._sql import EVIDENCE_DEPTH
+from pgcite.store._collections import CollectionSettings, validate_name
+
+SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", "gap")
+# L2 penalty on the standardised weights: with ~100 judged queries an unpenalised fit runs
+# off to infinity as soon as the classes separate; 1.0 keeps weights finite and changes little
+# when they do not.
+DEFAULT_L2 = 1.0
+# Abstain below this probability. The fit weighs both classes equally (balanced accuracy is
+# the target), so 0.5 is its natural decision point.
+DEFAULT_CUT = 0.5
+MODEL_VERSION = 1
+
+
+def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
+    """The signals of one search, from any row of the hybrid statement (they are constant)."""
+
+    def num(key: str) -> float | None:
+        value = row.get(key)
+        return None if value is None else float(value)
+
+    overlap = num("leg_overlap")
+    return {
+        "cosine": num("best_similarity"),
+        "coverage": num("coverage"),
+        "best_coverage": num("best_coverage"),
+        "agreement": None if overlap is None else overlap / EVIDENCE_DEPTH,
+        "gap": num("similarity_gap"),
+    }
+
+
+def signal_values(signals: Mapping[str, float | None], names: Sequence[str]) -> list[float] | None:
+    """The named signals as numbers, or None when the best cosine is missing (no vector leg:
+    nothing to score). A missing lexical signal (a query of stop words only) counts as 0:
+    there is nothing in it for the keyword leg to find."""
+    if signals.get("cosine") is None:
+        return None
+    return [float(signals.get(name) or 0.0) for name in names]
+
+
+class AnswerabilityModel(BaseModel):
+    """A fitted logistic answerability score for one embedding model and retrieval mode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = MODEL_VERSION
+    model_key: str = Field(description="the embedding model (id@version) it was fitted for")
+    mode: str = "hybrid"
+    signals: list[str]
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+    cut: float = DEFAULT_CUT
+    l2: float = DEFAULT_L2
+    fitted_on: str = ""
+    fitted_at: str = ""
+    cross_validated: dict[str, Any] = Field(
+        default_factory=dict, description="the leave-one-out figures reported when it was fitted")
+
+    def probability(self, result: SearchResult) -> float | None:
+        """P(answerable) for a search result; None when the model cannot score it (another
+        retrieval mode, or no vector leg). Another embedding model is refused outright."""
+        if result.embedding_model != self.model_key:
+            raise ConfigError(
+                f"the answerability model was fitted for {self.model_key}, not "
+                f"{result.embedding_model}",
+                hint="refit it: pgcite eval COLLECTION --golden FILE --fit-abstention")
+        if result.mode != self.mode:
+            return None
+        values = signal_values(result.signals, self.signals)
+        if values is None:
+            return None
+        return float(self.predict(np.asarray([values]))[0])
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """P(answerable) for raw signal rows (columns in ``self.signals`` order)."""
+        z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
+        return _sigmoid(z @ np.asarray(self.weights) + self.bias)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = DEFAULT_L2,
+                 sample_weight: np.ndarray | None = None,
+                 iterations: int = 100) -> tuple[np.ndarray, float]:
+    """L2-penalised logistic regression by Newton's method: (weights, bias).
+
+    The bias is not penalised. ``sample_weight`` defaults to 1 per row. Converges in a handful
+    of steps on standardised inputs; the penalty keeps separable data finite.
+    """
+    n, d = x.shape
+    sw = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    design = np.hstack([x, np.ones((n, 1))])
+    penalty = np.diag([l2] * d + [0.0])
+    theta = np.zeros(d + 1)
+    for _ in range(iterations):
+        p = _sigmoid(design @ theta)
+        grad = design.T @ (sw * (p - y)) + penalty @ theta
+        hessian = design.T @ (design * (sw * p * (1 - p))[:, None]) + penalty
+        # a tiny ridge keeps the step defined when a class is absent or a column constant
+        step = np.linalg.solve(hessian + 1e-9 * np.eye(d + 1), grad)
+        theta -= step
+        if float(np.max(np.abs(step))) < 1e-10:
+            break
+    return theta[:d], float(theta[d])
+
+
+def fit_model(x: np.ndarray, y: np.ndarray, *, model_key: str, names: Sequence[str] = SIGNALS,
+              mode: str = "hybrid", l2: float = DEFAULT_L2, fitted_on: str = "",
+              cross_validated: Mapping[str, Any] | None = None) -> AnswerabilityModel:
+    """Standardise the signals, weigh both classes equally, fit (``y``: 1 = answerable)."""
+    if len(set(y.tolist())) < 2:
+        raise ConfigError("fitting an answerability score needs answerable and absent queries",
+                          hint="add queries of kind absent (no relevant documents)")
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    weights, bias = fit_logistic((x - mean) / scale, y, l2=l2, sample_weight=balanced_weights(y))
+    return AnswerabilityModel(
+        model_key=model_key, mode=mode, signals=list(names), mean=mean.tolist(),
+        scale=scale.tolist(), weights=weights.tolist(), bias=bias, l2=l2, fitted_on=fitted_on,
+        fitted_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        cross_validated=dict(cross_validated or {}))
+
+
+def balanced_weights(y: np.ndarray) -> np.ndarray:
+    """Per-row weights giving both classes the same total weight (n / 2 each)."""
+    counts = {label: int(np.sum(y == label)) for label in (0, 1)}
+    return np.array([len(y) / (2 * counts[int(label)]) for label in y])
+
+
+def stored_model(settings: CollectionSettings, model_key: str) -> AnswerabilityModel | None:
+    """The model fitted for ``model_key`` in these settings, if any."""
+    payload = settings.abstention.get(model_key)
+    return None if payload is None else AnswerabilityModel.model_validate(payload)
+
+
+def store_model(conn: psycopg.Connection, collection: str, model: AnswerabilityModel) -> None:
+    """Save the model under its embedding model in the collection's settings, in place (other
+    settings and other models' entries are left as they are)."""
+    row = conn.execute(
+        "UPDATE pgcite.collections SET settings = jsonb_set(settings, '{abstention}',"
+        " coalesce(settings->'abstention', '{}'::jsonb) || jsonb_build_object(%s::text, %s))"
+        " WHERE name = %s RETURNING name",
+        (model.model_key, Jsonb(model.model_dump(mode="json")), validate_name(collection)),
+    ).fetchone()
+    if row is None:
+        raise ConfigError(f"no collection named {collection!r}")
+
+
+def abstention_reason(result: SearchResult, model: AnswerabilityModel | None,
+                      threshold: float | None) -> str | None:
+    """Why to abstain on this retrieval (None: answer). A fitted model decides when it can
+    score the result; otherwise the bare best-cosine ``threshold`` does (None: never)."""
+    if model is not None:
+        p = model.probability(result)
+        if p is not None:
+            if p >= model.cut:
+                return None
+            shown = ", ".join(f"{k} {v:.3f}" for k, v in result.signals.items() if v is not None)
+            return f"answerability {p:.3f} is below {model.cut:.3f} ({shown})"
+    if threshold is not None and result.confidence is not None and result.confidence < threshold:
+        return f"best similarity {result.confidence:.3f} is below the threshold {threshold:.3f}"
+    return None
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # overflow-free for large |z|
+

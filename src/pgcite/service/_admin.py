@@ -70,7 +70,7 @@ Text = Annotated[str | None, Form(max_length=200)]
 
 
 @router.post("/v1/collections/{collection}/documents", response_model=UploadOut,
-             status_code=201, responses={**ERRORS, 413: ERRORS[400], 415: ERRORS[400]})
+             status_code=201, responses={**ERRORS, 415: ERRORS[400]})
 def upload(
     access: Admin, state: State,
     files: Annotated[list[UploadFile], File(description="documents (.jsonl .txt .md .html "

@@ -2,8 +2,8 @@
 with a message saying what to fix, never a 500.
 
 An error body never echoes the request: a validation error names the field and the rule, and
-every string that came from the client (a location, a message built from it) is cut to a short,
-printable excerpt. Echoing inputs is how a 5 MB query became a 5 MB response, and how a NaN or a
+every string that came from the client (a location, a message built from it) is cut to a short
+excerpt, lone surrogates escaped. Echoing inputs is how a 5 MB query became a 5 MB response, and how a NaN or a
 lone surrogate in a body turned a 422 into a 500 (neither can be written as JSON).
 """
 

@@ -383,3 +383,24 @@ def eventually(check: Callable[[], bool], seconds: float = 5.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_gate_without_absent_queries_stores_an_infinite_threshold(
+    fresh: pgcite.Collection, tmp_path: Path, settings: Settings
+) -> None:
+    """No `absent` query: the calibrated threshold is -inf ("never abstain"); storing the
+    summary must not fail on it (PostgreSQL's jsonb has no -Infinity)."""
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(json.dumps(q) + "\n" for q in DIARY_GOLDEN
+                              if q["kind"] != "absent"))
+    floors = [arg for f in TEST_FLOORS for arg in ("--floor", f)]
+    out = cli(settings, "collection", "set", fresh.name, "--golden", str(golden), *floors)
+    assert out.exit_code == 0, out.output
+    extra = write_lines(tmp_path / "extra.jsonl", [json.dumps(SECRET)])
+    out = cli(settings, "ingest", fresh.name, str(extra), "--no-progress")
+    assert out.exit_code == 0, out.output
+    latest = fresh.snapshots()[-1]
+    assert latest.active and latest.evaluation is not None
+    assert latest.evaluation["threshold_used"] == "-Infinity"
+    out = cli(settings, "snapshot", "activate", fresh.name, "1")
+    assert out.exit_code == 0, out.output

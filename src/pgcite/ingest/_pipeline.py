@@ -134,7 +134,7 @@ def embed_texts(
     with progress_bar(progress) as bar:
         task = bar.add_task(f"{label} ({embedder.spec.id})", total=len(texts))
         vectors, counts = embed_with_cache(
-            db, embedder, texts, batch_size=batch_size,
+            db, embedder, texts, scope=report.collection, batch_size=batch_size,
             on_progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     report.embedded, report.cached = counts.embedded, counts.cached

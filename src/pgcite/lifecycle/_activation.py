@@ -144,7 +144,7 @@ def stored_or_new_evaluation(
 
 def _store(col: Collection, snapshot_id: int, summary: EvalSummary) -> None:
     with col.client.db.transaction() as conn:
-        store_evaluation(conn, col.info, snapshot_id, summary.model_dump(mode="json"))
+        store_evaluation(conn, col.info, snapshot_id, summary.to_jsonb())
 
 
 def check_gate(

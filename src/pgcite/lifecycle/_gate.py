@@ -15,9 +15,10 @@ Everything here works on :class:`EvalSummary` (what ``snapshots.evaluation`` sto
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,9 +82,14 @@ class Verdict(BaseModel):
 
 
 class EvalSummary(BaseModel):
-    """A snapshot's evaluation, as stored in ``snapshots.evaluation``."""
+    """A snapshot's evaluation, as stored in ``snapshots.evaluation``.
 
-    model_config = ConfigDict(frozen=True)
+    A calibrated threshold can be ``-inf`` ("never abstain": a golden set without absent
+    queries); jsonb has no infinities, so they travel as the strings ``"-Infinity"`` /
+    ``"Infinity"`` (read back as floats), as everywhere in evaluate.
+    """
+
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
 
     golden: str
     golden_path: str
@@ -99,6 +105,11 @@ class EvalSummary(BaseModel):
     must_not_hits: int = 0
     evaluated_at: dt.datetime
     verdict: Verdict | None = None  # against the active snapshot at evaluation time
+
+    def to_jsonb(self) -> dict[str, Any]:
+        """What ``snapshots.evaluation`` stores: plain JSON, infinities as strings."""
+        data: dict[str, Any] = json.loads(self.model_dump_json())
+        return data
 
     def matches(self, golden_sha256: str, gate: GateSettings) -> bool:
         """Whether this evaluation answers for ``gate`` on that golden set (else re-evaluate)."""

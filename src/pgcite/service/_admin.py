@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
+import psycopg
 from fastapi import APIRouter, Depends, File, Form, Path, UploadFile
 
-from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, Overrides
+from pgcite._client import Collection
+from pgcite.ingest._loaders import Overrides
+from pgcite.ingest._pipeline import Failure, IngestReport
 from pgcite.lifecycle._gate import GateRefused
 from pgcite.service._auth import Access, admin_access
-from pgcite.service._errors import ApiError
+from pgcite.service._errors import ApiError, excerpt
 from pgcite.service._models import ActivationOut, ErrorOut, SnapshotOut, UploadOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
+from pgcite.service._upload import save, screen
 from pgcite.store._snapshots import SnapshotInfo, list_snapshots
 
 router = APIRouter(tags=["admin"])
 State = Annotated[ServiceState, Depends(get_state)]
 Admin = Annotated[Access, Depends(admin_access)]
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_CHUNK = 1 << 20
 
 
 def _snapshot_out(snap: SnapshotInfo) -> SnapshotOut:
@@ -52,7 +53,6 @@ def activate(
     golden set (one transaction; queries switch atomically). A refusal is a 409 naming the
     failing figures."""
     from pgcite import lifecycle
-    from pgcite._client import Collection
 
     with state.client.connection() as conn:
         known = {s.snapshot_id for s in list_snapshots(conn, access.info)}
@@ -66,41 +66,11 @@ def activate(
                          previous_snapshot=result.previous_id)
 
 
-def _safe_name(raw: str | None, index: int, taken: set[str]) -> str:
-    """A plain file name (no directories) with a supported suffix, unique in the upload."""
-    name = _UNSAFE.sub("_", FsPath(raw or "").name).strip("._") or f"upload-{index}"
-    suffix = FsPath(name).suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
-        raise ApiError(415, f"unsupported file type for {raw!r}",
-                       hint="upload " + ", ".join(SUPPORTED_SUFFIXES))
-    stem = FsPath(name).stem
-    candidate, n = name, 1
-    while candidate in taken:
-        candidate, n = f"{stem}-{n}{suffix}", n + 1
-    taken.add(candidate)
-    return candidate
-
-
-def _save(files: list[UploadFile], folder: FsPath, limit: int) -> list[str]:
-    names: set[str] = set()
-    saved, total = [], 0
-    for index, upload in enumerate(files):
-        name = _safe_name(upload.filename, index, names)
-        with (folder / name).open("wb") as out:
-            while chunk := upload.file.read(_CHUNK):
-                total += len(chunk)
-                if total > limit:
-                    raise ApiError(413, f"upload larger than {limit} bytes")
-                out.write(chunk)
-        saved.append(name)
-    return saved
-
-
 Text = Annotated[str | None, Form(max_length=200)]
 
 
 @router.post("/v1/collections/{collection}/documents", response_model=UploadOut,
-             status_code=201, responses={**ERRORS, 413: ERRORS[400], 415: ERRORS[400]})
+             status_code=201, responses={**ERRORS, 415: ERRORS[400]})
 def upload(
     access: Admin, state: State,
     files: Annotated[list[UploadFile], File(description="documents (.jsonl .txt .md .html "
@@ -116,17 +86,36 @@ def upload(
             raise ApiError(400, "form fields must not contain NUL characters")
     folder = FsPath(tempfile.mkdtemp(prefix="pgcite-upload-"))
     try:
-        names = _save(files, folder, state.config.max_upload_bytes)
-        collection = state.client.collection(access.info.name)
-        report = collection.ingest(
-            [folder / n for n in names], overrides=Overrides(author=author, corpus=corpus),
-            corpus_version=corpus_version, activate=False)
+        names = save(files, folder, state.config.max_upload_bytes)
+        good, failed = screen(folder, names)
+        if not good:
+            raise _nothing_ingested(failed)
+        report = _ingest(state.client.collection(access.info.name), folder, good,
+                         Overrides(author=author, corpus=corpus), corpus_version)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    if report.failed and report.snapshot_id is None:
-        raise ApiError(400, "no document could be ingested: " + "; ".join(
-            f"{FsPath(f.path).name}: {f.reason}" for f in report.failed)[:1000])
     for failure in report.failed:  # the temporary folder is nobody's business
         failure.path = FsPath(failure.path).name
+    report.failed = failed + report.failed
+    if report.failed and report.snapshot_id is None:
+        raise _nothing_ingested(report.failed)
     return UploadOut(collection=access.info.name, snapshot_id=report.snapshot_id,
                      activated=False, files=names, report=report.model_dump(mode="json"))
+
+
+def _nothing_ingested(failed: list[Failure]) -> ApiError:
+    return ApiError(400, "no document could be ingested: " + "; ".join(
+        f"{f.path}: {f.reason}" for f in failed)[:1000])
+
+
+def _ingest(collection: Collection, folder: FsPath, names: list[str], overrides: Overrides,
+            corpus_version: str | None) -> IngestReport:
+    """The screened files into a new inactive snapshot. Content the screen let through and the
+    database still refused is the upload's fault (422), never a 500; a lost connection is 503."""
+    try:
+        return collection.ingest([folder / n for n in names], overrides=overrides,
+                                 corpus_version=corpus_version, activate=False)
+    except (psycopg.DataError, ValueError, RecursionError) as exc:
+        raise ApiError(422, f"the upload's content cannot be stored: {excerpt(exc)}") from None
+    except psycopg.OperationalError as exc:
+        raise ApiError(503, f"database unavailable: {type(exc).__name__}") from None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pgcite import __version__
 from pgcite._client import Client
@@ -16,6 +16,8 @@ from pgcite.config import Settings
 from pgcite.embed._registry import embedder_for_key
 from pgcite.service import _admin, _documents, _routes
 from pgcite.service._errors import install_error_handlers
+from pgcite.service._guard import RequestGuard
+from pgcite.service._metrics import Metrics
 from pgcite.service._state import ServiceConfig, ServiceState
 from pgcite.store._collections import list_collections
 from pgcite.store._snapshots import active_snapshot
@@ -35,11 +37,6 @@ def _warm_up(state: ServiceState) -> None:
                 embedder_for_key(snap.embed_model, state.client.settings)
             except Exception as exc:  # a broken model must not stop the other collections
                 _log.warning("cannot load %s for %s: %s", snap.embed_model, info.name, exc)
-
-
-def _route_template(request: Request) -> str:
-    route = request.scope.get("route")
-    return getattr(route, "path", "unmatched")
 
 
 def create_app(
@@ -70,23 +67,38 @@ def create_app(
     app.include_router(_documents.router)
     app.include_router(_routes.ops)
 
-    @app.middleware("http")
-    async def observe(request: Request,
-                      call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if _too_large(request, config):
-            return JSONResponse({"detail": f"upload larger than {config.max_upload_bytes} "
-                                 "bytes"}, status_code=413)
-        started = time.perf_counter()
-        response = await call_next(request)
-        state.metrics.observe_request(request.method, _route_template(request),
-                                      response.status_code, time.perf_counter() - started)
-        return response
-
+    app.add_middleware(RequestGuard, config=config)
+    app.add_middleware(Observe, metrics=state.metrics)  # outermost: it sees every refusal
     return app
 
 
-def _too_large(request: Request, config: ServiceConfig) -> bool:
-    """Refuse an oversized body before reading it (when the client says its size)."""
-    length = request.headers.get("content-length", "")
-    slack = 1 << 20  # multipart framing and form fields
-    return length.isdigit() and int(length) > config.max_upload_bytes + slack
+class Observe:
+    """Counts every request by route template and status, a 500 included.
+
+    A pure ASGI middleware rather than ``@app.middleware("http")``: an unhandled exception
+    propagates through it (it is answered further out, by the server-error handler), so it is
+    recorded here as the 500 the client gets instead of skipping the count.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started, status = time.perf_counter(), 500
+
+        async def recording(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe_request(scope["method"], route, status,
+                                         time.perf_counter() - started)

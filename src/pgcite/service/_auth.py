@@ -15,6 +15,8 @@ from pgcite.service._state import ServiceState, get_state
 from pgcite.store._collections import CollectionInfo
 
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer pgc_…")
+NO_KEY_HINT = ("send 'Authorization: Bearer <token>'; create one with "
+               "`pgcite key create --collection NAME --role reader`")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: pgc_…")
 
 
@@ -35,9 +37,7 @@ def principal(
         return Principal(key=None)
     token = bearer.credentials if bearer else header
     if not token:
-        raise ApiError(401, "an API key is required",
-                       hint="send 'Authorization: Bearer <token>'; create one with "
-                       "`pgcite key create --collection NAME --role reader`",
+        raise ApiError(401, "an API key is required", hint=NO_KEY_HINT,
                        headers={"WWW-Authenticate": "Bearer"})
     with state.client.connection() as conn:
         key = authenticate(conn, token)

@@ -227,6 +227,16 @@ class UploadOut(_Camel):
     report: dict[str, Any]
 
 
+class ErrorItem(BaseModel):
+    """One validation error: where and which rule (never the value that broke it)."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
 class ErrorOut(BaseModel):
     detail: str
     hint: str | None = None
+    errors: list[ErrorItem] | None = Field(
+        default=None, description="422 only: the first 10 validation errors")

@@ -28,7 +28,7 @@ from pgcite.store._collections import list_collections
 from pgcite.store._snapshots import active_snapshot
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404)
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 413, 422)
 }
 router = APIRouter()
 State = Annotated[ServiceState, Depends(get_state)]

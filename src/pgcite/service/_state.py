@@ -17,6 +17,9 @@ from pgcite.store._collections import CollectionInfo, get_collection
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_UPLOAD_FILES = 20
+# Search/answer bodies: the largest valid one (32 predicates x 100 values x 1000 chars) is
+# ~3.3 MB; anything past this bound is refused before it is parsed.
+MAX_JSON_BYTES = 4 * 1024 * 1024
 
 
 class ServiceConfig(BaseModel):
@@ -29,6 +32,8 @@ class ServiceConfig(BaseModel):
     threshold: float | None = Field(default=None, description="default abstention threshold")
     max_upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, ge=1)
     max_upload_files: int = Field(default=MAX_UPLOAD_FILES, ge=1, le=1000)
+    max_json_bytes: int = Field(default=MAX_JSON_BYTES, ge=1,
+                                description="bound on every request body but an upload's")
     warm_up: bool = Field(default=True, description="load embedders at start-up")
 
 

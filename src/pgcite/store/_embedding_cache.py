@@ -1,7 +1,14 @@
 """A persistent embedding cache in ``pgcite.embedding_cache``.
 
-Keyed by (model id@version, sha256 of the exact text), committed batch by batch in its own
-connection: an ingest killed half-way keeps what it embedded, and the next run embeds nothing twice.
+Keyed by (collection, model id@version, sha256 of the exact text), committed batch by batch in its
+own connection: an ingest killed half-way keeps what it embedded, and the next run embeds nothing
+twice.
+
+Why per collection: a cache shared by every collection answers "has anyone embedded this exact
+text?" -- through the ingest report's ``cached`` count and through the ingest's speed -- so an
+admin of one collection could test guessed texts against another. Scoped, the same text in two
+collections is embedded twice (bench/reliability.py measures that cost); within one collection
+re-ingests and resumed runs still embed nothing twice. The rows go with their collection.
 """
 
 from __future__ import annotations
@@ -28,10 +35,12 @@ def embed_with_cache(
     embedder: Embedder,
     texts: Sequence[str],
     *,
+    scope: str,
     batch_size: int = 64,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Vectors, EmbedCounts]:
-    """Vectors for ``texts`` (in order), embedding only those the cache lacks.
+    """Vectors for ``texts`` (in order), embedding only those ``scope``'s cache lacks (``scope``
+    is the collection's name).
 
     ``on_progress(done, total)`` is called after each batch; ``total`` counts distinct texts.
     """
@@ -44,8 +53,8 @@ def embed_with_cache(
         for start in range(0, len(unique), _LOOKUP_BATCH):
             rows = conn.execute(
                 "SELECT text_sha256, embedding FROM pgcite.embedding_cache"
-                " WHERE model_key = %s AND text_sha256 = ANY(%s)",
-                (key, unique[start : start + _LOOKUP_BATCH]),
+                " WHERE collection = %s AND model_key = %s AND text_sha256 = ANY(%s)",
+                (scope, key, unique[start : start + _LOOKUP_BATCH]),
             ).fetchall()
             found.update((bytes(sha), as_array(vec)) for sha, vec in rows)
         missing = [i for i, sha in enumerate(shas) if sha not in found]
@@ -60,9 +69,10 @@ def embed_with_cache(
             vectors = embedder.embed_documents([texts[i] for i in batch])
             with conn.cursor() as cur:
                 cur.executemany(
-                    "INSERT INTO pgcite.embedding_cache (model_key, text_sha256, embedding)"
-                    " VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(key, shas[i], vec) for i, vec in zip(batch, vectors, strict=True)],
+                    "INSERT INTO pgcite.embedding_cache"
+                    " (collection, model_key, text_sha256, embedding)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(scope, key, shas[i], vec) for i, vec in zip(batch, vectors, strict=True)],
                 )
             for i, vec in zip(batch, vectors, strict=True):
                 found[shas[i]] = vec

@@ -51,7 +51,7 @@ def observe(col: pgcite.Collection,
     """Each query searched as an answer searches it; plus whether the temporal rule fires."""
     observations, late = [], []
     for q in queries:
-        result = col.search(q.text, top_k=TOP_K, cutoff=q.cutoff)
+        result = col.search(q.text, top_k=TOP_K, filters={"cutoff": q.cutoff})
         observations.append(Observation(id=q.id, kind=q.kind, answerable=q.answerable,
                                         has_hits=bool(result.hits), signals=result.signals))
         late.append(bool(result.hits) and _asks_after_sources(q.text, result.hits) is not None)

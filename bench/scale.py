@@ -163,7 +163,7 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     # End to end with the real model embedding the (synthetic) question.
     total = []
     for text in texts[:100]:
-        result = col.search(text, top_k=5, mode="hybrid", term_depth=1000)
+        result = col.search(text, top_k=5, mode="hybrid", options={"term_depth": 1000})
         total.append(result.timings_ms["total"])
     # (with term_depth=1000)
     out["hybrid_end_to_end_with_embedding"] = {"p50_ms": pct(total, 0.5),

@@ -136,7 +136,7 @@ def staged_searcher(col: pgcite.Collection, vectors: Mapping[str, Any], stages: 
 
     def search(query: GoldenQuery) -> SearchOutcome:
         started = time.perf_counter()
-        result = col.search(query.text, top_k=TOP_K, mode="hybrid", cutoff=query.cutoff,
+        result = col.search(query.text, top_k=TOP_K, mode="hybrid", filters={"cutoff": query.cutoff},
                             query_vector=vectors[query.id], stages=plan)
         wall_ms = (time.perf_counter() - started) * 1000
         timings = dict(result.timings_ms)

@@ -85,7 +85,8 @@ def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
         if not query.answerable and query.kind != "absent":
             left_out.append(query.id)
             continue
-        result = collection.search(query.text, top_k=top_k, mode=mode, cutoff=query.cutoff)
+        result = collection.search(query.text, top_k=top_k, mode=mode,
+                                   filters={"cutoff": query.cutoff})
         observations.append(Observation(
             id=query.id, kind=query.kind, answerable=query.answerable,
             has_hits=bool(result.hits), signals=result.signals))

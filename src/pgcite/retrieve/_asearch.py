@@ -42,7 +42,7 @@ async def arun_search(
     t0 = time.perf_counter()
     async with conn.pipeline(), conn.transaction(), conn.cursor(
             row_factory=psycopg.rows.dict_row) as cur:
-        await cur.execute(SEARCH_SETTINGS, (str(options.ef_search),))
+        await cur.execute(SEARCH_SETTINGS, (str(options.hnsw_ef_search),))
         await cur.execute(statement, params)
         rows = await cur.fetchall()
     timings["database"] = (time.perf_counter() - t0) * 1000

@@ -509,7 +509,10 @@ def _html_units(text: str, stem: str) -> tuple[str, list[Unit], Attributes]:
         tag.decompose()
     title = _html_title(soup) or stem
     root = soup.body or soup
-    return title, _section_units(iter(_html_sections(root)), title), attrs
+    figures: list[Unit] = []
+    units = _section_units(iter(_html_sections(root, figures)), title)
+    return title, units + [f if f.title else f.model_copy(update={"title": title})
+                           for f in figures], attrs
 
 
 def _html_title(soup: BeautifulSoup) -> str | None:
@@ -519,13 +522,19 @@ def _html_title(soup: BeautifulSoup) -> str | None:
     return None
 
 
-def _html_sections(root: Tag) -> list[tuple[tuple[str, ...], str]]:
-    """``(heading path, body)`` for the text before the first heading and after each h1–h6."""
+def _html_sections(root: Tag, figures: list[Unit]) -> list[tuple[tuple[str, ...], str]]:
+    """``(heading path, body)`` for the text before the first heading and after each h1–h6.
+
+    Figures (a ``<figure>``'s caption and alt text, an ``<img>``'s alt text) go to ``figures``
+    as passages of their own, located by their section and number; a caption is not body text.
+    """
     sections: list[tuple[tuple[str, ...], str]] = []
     stack: list[tuple[int, str]] = []
     parts: list[str] = []
     for node in root.descendants:
         if isinstance(node, Tag):
+            if node.name == "figure" or (node.name == "img" and node.find_parent("figure") is None):
+                _add_figure(node, tuple(t for _, t in stack), figures)
             if node.name in _HTML_HEADINGS:
                 sections.append((tuple(t for _, t in stack), _tidy("".join(parts))))
                 level, parts = int(node.name[1]), []
@@ -537,11 +546,34 @@ def _html_sections(root: Tag) -> list[tuple[tuple[str, ...], str]]:
             elif node.name in _HTML_BLOCKS:
                 parts.append("\n\n")
         # Exact type: subclasses are comments, doctypes, CDATA and the like, not reading text.
-        elif type(node) is NavigableString and node.find_parent(_HTML_HEADINGS) is None:
+        elif (type(node) is NavigableString and node.find_parent(_HTML_HEADINGS) is None
+              and node.find_parent("figcaption") is None):
             in_pre = node.find_parent("pre") is not None
             parts.append(str(node) if in_pre else re.sub(r"\s+", " ", str(node)))
     sections.append((tuple(t for _, t in stack), _tidy("".join(parts))))
     return sections
+
+
+def _add_figure(node: Tag, path: tuple[str, ...], figures: list[Unit]) -> None:
+    """A figure's caption and the alt text of its images, as one passage ("figure N")."""
+    caption_tag = node.find("figcaption") if node.name == "figure" else None
+    caption = _squash(caption_tag.get_text(" ")) if isinstance(caption_tag, Tag) else ""
+    images = [node] if node.name == "img" else [i for i in node.find_all("img")
+                                                 if isinstance(i, Tag)]
+    alts = [_squash(str(i.get("alt") or "")) for i in images]
+    alts = [a for a in dict.fromkeys(alts) if a and a != caption]  # once each, not the caption
+    text = "\n".join(t for t in (caption, *alts) if t)
+    if not text:
+        return  # a decorative image (alt="") says nothing to cite
+    number = len(figures) + 1
+    label = " > ".join(p for p in path if p)
+    sources = [str(i.get("src")) for i in images if i.get("src")]
+    figures.append(Unit(
+        text=text, title=label or None,
+        locator=f"{label}, figure {number}" if label else f"figure {number}",
+        metadata={"figure": {"number": number, "caption": caption or None, "alt": alts,
+                             "src": sources}},
+    ))
 
 
 def _squash(text: str) -> str:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from PIL import Image, ImageDraw, ImageFont
 from typer.testing import CliRunner
 
@@ -20,6 +21,7 @@ from pgcite.evaluate._cer import character_error_rate
 from pgcite.ingest import _ocr
 from pgcite.ingest._loaders import iter_documents
 from pgcite.ingest._types import Document
+from pgcite.service import ServiceConfig, create_app, create_key
 
 # Until the "ci" branch's conftest marker lands: skip, saying why, where Tesseract is missing.
 _MISSING = ("pytesseract is not installed" if importlib.util.find_spec("pytesseract") is None
@@ -198,3 +200,26 @@ def test_unreadable_image_fails_alone(tmp_path: Path) -> None:
     error, doc = iter_documents([tmp_path])
     assert isinstance(error, pgcite.LoadError) and isinstance(doc, Document)
     assert error.reason.startswith("not a readable image (")
+
+
+@needs_tesseract
+def test_http_upload_of_a_scan_reports_its_flagged_pages(client: pgcite.Client,
+                                                         tmp_path: Path) -> None:
+    col = client.create_collection("ocr_http")
+    with client.db.transaction() as conn:
+        headers = {"X-API-Key": create_key(conn, col.name, "admin").token}
+    pdf = scanned_pdf(tmp_path / "register.pdf",
+                      [page_image(PAGES[0]), Image.new("L", (1275, 825), 255)])
+    try:
+        with TestClient(create_app(client=client, config=ServiceConfig(warm_up=False))) as api:
+            response = api.post(f"/v1/collections/{col.name}/documents", headers=headers, files=[
+                ("files", ("register.pdf", pdf.read_bytes())),
+                ("files", ("broken.png", b"\x89PNG\r\n\x1a\nnot really"))])
+        assert response.status_code == 201, response.text
+        report = response.json()["report"]
+        assert report["ocr_pages"] == 2 and report["documents"] == 1
+        assert [(x["path"], x["page"], x["reason"]) for x in report["low_confidence"]] == [
+            ("register.pdf", 2, "no text recognised")]
+        assert [f["path"] for f in report["failed"]] == ["broken.png"]
+    finally:
+        client.drop_collection("ocr_http")

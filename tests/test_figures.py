@@ -55,3 +55,18 @@ def test_figure_passage_is_searched_and_cited(client: pgcite.Client, tmp_path: P
         assert hit.metadata["figure"]["src"] == ["ship.jpg"]
     finally:
         client.drop_collection("figures")
+
+
+def test_reingest_of_a_page_opening_with_a_figure_changes_nothing(
+        client: pgcite.Client, tmp_path: Path) -> None:
+    # The first chunk's metadata is read back as the document's on re-ingest: its figure must
+    # not be taken for document metadata (that would make every re-ingest a new version).
+    (tmp_path / "plate.html").write_text(
+        '<html><body><img src="p.png" alt="Plate one: the harbour"></body></html>')
+    col = client.create_collection("figures_again")
+    try:
+        assert col.ingest([tmp_path / "plate.html"]).new_versions == 1
+        again = col.ingest([tmp_path / "plate.html"])
+        assert (again.unchanged, again.new_versions, again.snapshot_id) == (1, 0, None)
+    finally:
+        client.drop_collection("figures_again")

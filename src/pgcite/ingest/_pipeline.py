@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -33,7 +34,7 @@ from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
-from pgcite.ingest._types import ChunkDraft, Document
+from pgcite.ingest._types import UNIT_METADATA_KEYS, ChunkDraft, Document
 from pgcite.llm import ChatModel
 from pgcite.store._collections import (
     CollectionInfo,
@@ -200,8 +201,16 @@ def _keep_stored(db: Database, info: CollectionInfo, docs: list[Document],
     given = overrides or Overrides()
     explicit = [f for f in ("author", "corpus") if getattr(given, f) is not None]
     explicit += ["dates"] if given.date is not None else []
-    return [keep_stored(doc, Attributes(**stored[doc.document_id]), explicit=explicit)
+    return [keep_stored(doc, _document_level(stored[doc.document_id]), explicit=explicit)
             if doc.document_id in stored else doc for doc in docs]
+
+
+def _document_level(stored: dict[str, Any]) -> Attributes:
+    """What a document's first chunk stored, less the keys its unit added (the OCR region of
+    that chunk is no metadata of the whole document)."""
+    metadata = {k: v for k, v in (stored.get("metadata") or {}).items()
+                if k not in UNIT_METADATA_KEYS}
+    return Attributes(**{**stored, "metadata": metadata})
 
 
 def is_undated(doc: Document) -> bool:

@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 Contextual = Literal["off", "header", "llm"]
 
 
+# The metadata keys units set (OCR region and confidence, an HTML figure): chunks carry them
+# beside the document's metadata, so they are not document metadata when read back.
+UNIT_METADATA_KEYS: frozenset[str] = frozenset({"ocr", "figure"})
+
+
 class OcrPage(BaseModel):
     """How one page read by OCR: reported per page, so a poor or empty one is never silent."""
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,8 +15,10 @@ from pgcite.answer import (
     PERSONA_ABSTENTION,
     PLAIN_ABSTENTION,
     Answer,
+    AnswerSettings,
     ContextPassage,
     GenerationRequest,
+    answer_question,
     approx_tokens,
     check_attribution,
     check_citations,
@@ -22,6 +26,7 @@ from pgcite.answer import (
     split_sentences,
 )
 from pgcite.answer._context import render_passage
+from pgcite.retrieve import Filters, SearchResult
 
 BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 
@@ -249,3 +254,22 @@ def test_ask_command(diary: pgcite.Collection, settings: pgcite.Settings) -> Non
     assert text.exit_code == 0 and "sources:" in text.output
     bad = CliRunner().invoke(app, [*base, "fire", "--generator", "openai"])
     assert bad.exit_code != 0 and "model name" in bad.output
+
+
+def test_pipeline_answers_from_a_plain_search_function(diary: pgcite.Collection) -> None:
+    """answer/ needs only a search function and settings: no Collection, no client."""
+    calls: list[dict[str, object]] = []
+    result = diary.search("Where did Pepys bury his Parmazan cheese?", top_k=5)
+
+    def search(query: str, *, top_k: int, mode: str, filters: Filters,
+               stages: Mapping[str, Any] | None) -> SearchResult:
+        calls.append({"query": query, "top_k": top_k, "mode": mode, "stages": stages})
+        return result
+
+    answer = answer_question(search, "Where did Pepys bury his Parmazan cheese?",
+                             settings=AnswerSettings(persona_author="Samuel Pepys"))
+    assert calls == [{"query": "Where did Pepys bury his Parmazan cheese?", "top_k": 5,
+                      "mode": "hybrid", "stages": None}]
+    assert not answer.abstained and "Parmazan" in answer.answer
+    assert "I wrote: “In the evening I dug a pit" in answer.answer  # persona from settings
+    assert_grounded(answer)

@@ -356,6 +356,7 @@ class Collection:
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
+        from pgcite.answer._search import AnswerSettings
         from pgcite.answer._selfcheck import SelfCheckOptions
 
         if isinstance(generator, str):
@@ -367,9 +368,20 @@ class Collection:
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
         )
-        return answer_question(self, question, options=options, filters=filters, cutoff=cutoff,
-                               corpora=corpora, generator=generator, judge=judge,
-                               external=external)
+        snapshot_id = self.active_snapshot().snapshot_id  # one snapshot for the whole answer
+
+        def search(query: str, *, top_k: int, mode: str, filters: Filters,
+                   stages: Mapping[str, Any] | None) -> SearchResult:
+            return self.search(query, top_k=top_k, mode=mode, filters=filters, stages=stages,
+                               snapshot_id=snapshot_id)
+
+        settings = AnswerSettings(persona_author=self.info.settings.persona_author,
+                                  language=self.info.ts_config)
+        if judge is None and options.self_check.active:
+            judge = self.client.llm()
+        return answer_question(search, question, settings=settings, options=options,
+                               filters=filters, cutoff=cutoff, corpora=corpora,
+                               generator=generator, judge=judge, external=external)
 
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:

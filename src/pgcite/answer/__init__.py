@@ -23,6 +23,7 @@ from pgcite.answer._pipeline import (
     answer_question,
     default_threshold,
 )
+from pgcite.answer._search import AnswerSettings, SearchFn
 from pgcite.answer._types import (
     Answer,
     ContextPassage,
@@ -40,6 +41,7 @@ __all__ = [
     "PERSONA_ABSTENTION",
     "PLAIN_ABSTENTION",
     "AnswerOptions",
+    "AnswerSettings",
     "Answer",
     "AnthropicGenerator",
     "ContextPassage",
@@ -50,6 +52,7 @@ __all__ = [
     "GeneratorError",
     "LlamaCppGenerator",
     "OpenAIChatGenerator",
+    "SearchFn",
     "Source",
     "TraceEvent",
     "answer_question",

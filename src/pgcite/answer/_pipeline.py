@@ -13,7 +13,7 @@ import datetime as dt
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,7 @@ from pgcite._errors import ConfigError
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
+from pgcite.answer._search import AnswerSettings, SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
 from pgcite.answer._types import (
     Answer,
@@ -36,9 +37,6 @@ from pgcite.llm import ChatModel
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-
-if TYPE_CHECKING:
-    from pgcite._client import Collection
 
 # Abstain below this best cosine similarity, per embedding model. Measured on the Pepys golden
 # set (docs/answers.md, "Choosing the threshold"); a model without a measured value never
@@ -76,8 +74,8 @@ def default_threshold(embedding_model: str) -> float | None:
 class _Policy:
     """The texts and threshold in force for one answer."""
 
-    def __init__(self, collection: Collection, options: AnswerOptions, result: SearchResult):
-        self.persona = options.persona or collection.info.settings.persona_author
+    def __init__(self, settings: AnswerSettings, options: AnswerOptions, result: SearchResult):
+        self.persona = options.persona or settings.persona_author
         self.abstention = options.abstention_text or (
             PERSONA_ABSTENTION if self.persona else PLAIN_ABSTENTION)
         self.fallback = options.attribution_fallback or self.abstention
@@ -120,9 +118,10 @@ class _Run:
 
 
 def answer_question(
-    collection: Collection,
+    search_fn: SearchFn,
     question: str,
     *,
+    settings: AnswerSettings | None = None,
     options: AnswerOptions | None = None,
     filters: Filters | dict[str, Any] | None = None,
     cutoff: dt.date | str | None = None,
@@ -131,26 +130,29 @@ def answer_question(
     judge: ChatModel | None = None,
     external: ExternalSearch | None = None,
 ) -> Answer:
-    """Answer ``question`` from ``collection`` with checked citations (see module doc).
+    """Answer ``question`` from what ``search_fn`` retrieves, with checked citations (see the
+    module doc). ``search_fn`` is bound to one snapshot, so every retrieval of this answer (the
+    self-check's rewrites included) reads the same data.
 
-    ``judge`` is the chat model of the self-checks (default: the client's configured LLM);
+    ``judge`` is the chat model of the self-checks (without one they say they were skipped);
     ``external`` is the corrective loop's optional outside-search hook (none by default).
     """
     options = options or AnswerOptions()
+    settings = settings or AnswerSettings()
     started = time.perf_counter()
     merged = merge_filters(filters, cutoff, corpora, None)
 
     def search(text: str, top_k: int) -> SearchResult:
-        return collection.search(text, top_k=top_k, mode=options.mode, filters=merged,
-                                 stages=options.stages)
+        return search_fn(text, top_k=top_k, mode=options.mode, filters=merged,
+                         stages=options.stages)
 
     result = search(question, options.top_k)
-    run = _Run(question, result, _Policy(collection, options, result))
+    run = _Run(question, result, _Policy(settings, options, result))
     run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
     check = None
     if options.self_check.active:
         check = SelfCheck(
-            chat=judge or collection.client.llm(), options=options.self_check, search=search,
+            chat=judge, options=options.self_check, search=search,
             note=run.note, filters=merged, threshold=run.policy.threshold, external=external)
         run.result, reason = check.retrieve(question, result, options.top_k)
         run.attempts = check.attempts

@@ -6,7 +6,7 @@
 
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
-from pgcite.answer._guard import check_attribution, check_citations, split_sentences
+from pgcite.answer._guard import check_attribution, check_citations
 from pgcite.answer._llm import (
     GENERATOR_KINDS,
     AnthropicGenerator,
@@ -24,6 +24,7 @@ from pgcite.answer._pipeline import (
     default_threshold,
 )
 from pgcite.answer._search import AnswerSettings, SearchFn
+from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import (
     Answer,
     ContextPassage,

@@ -368,7 +368,10 @@ class Collection:
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
         )
-        snapshot_id = self.active_snapshot().snapshot_id  # one snapshot for the whole answer
+        snapshot = self.active_snapshot()  # one snapshot for the whole answer
+        snapshot_id = snapshot.snapshot_id
+        embedder = (embedder_for_key(snapshot.embed_model, self.client.settings)
+                    if mode != "keyword" else None)
 
         def search(query: str, *, top_k: int, mode: str, filters: Filters,
                    stages: Mapping[str, Any] | None) -> SearchResult:
@@ -379,9 +382,10 @@ class Collection:
                                   language=self.info.ts_config)
         if judge is None and options.self_check.active:
             judge = self.client.llm()
-        return answer_question(search, question, settings=settings, options=options,
-                               filters=filters, cutoff=cutoff, corpora=corpora,
-                               generator=generator, judge=judge, external=external)
+        return answer_question(search, question, settings=settings, embedder=embedder,
+                               options=options, filters=filters, cutoff=cutoff,
+                               corpora=corpora, generator=generator, judge=judge,
+                               external=external)
 
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:

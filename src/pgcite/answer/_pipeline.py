@@ -21,6 +21,7 @@ from pgcite._errors import ConfigError
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
+from pgcite.answer._precise import PreciseGenerator
 from pgcite.answer._search import AnswerSettings, SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
 from pgcite.answer._types import (
@@ -33,6 +34,7 @@ from pgcite.answer._types import (
     Source,
     TraceEvent,
 )
+from pgcite.embed._base import Embedder
 from pgcite.llm import ChatModel
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
@@ -95,6 +97,7 @@ class _Run:
         self.trace: list[TraceEvent] = []
         self.timings: dict[str, float] = {}
         self.attempts: list[Attempt] = []
+        self.default: Generator = ExtractiveGenerator()  # answers when a model fails
 
     def note(self, step: str, detail: str) -> None:
         self.trace.append(TraceEvent(step=step, detail=detail))
@@ -122,6 +125,7 @@ def answer_question(
     question: str,
     *,
     settings: AnswerSettings | None = None,
+    embedder: Embedder | None = None,
     options: AnswerOptions | None = None,
     filters: Filters | dict[str, Any] | None = None,
     cutoff: dt.date | str | None = None,
@@ -134,6 +138,7 @@ def answer_question(
     module doc). ``search_fn`` is bound to one snapshot, so every retrieval of this answer (the
     self-check's rewrites included) reads the same data.
 
+    ``embedder`` is the snapshot's query model: the default generator scores sentences with it.
     ``judge`` is the chat model of the self-checks (without one they say they were skipped);
     ``external`` is the corrective loop's optional outside-search hook (none by default).
     """
@@ -160,7 +165,8 @@ def answer_question(
     if check is not None and reason is not None:
         answer = run.abstain(reason)
     else:
-        answer = _answer(run, options, generator or ExtractiveGenerator(), check, search)
+        run.default = PreciseGenerator(embedder=embedder, language=settings.language)
+        answer = _answer(run, options, generator or run.default, check, search)
     if check is not None:
         answer.timings_ms.update(check.timings)
     answer.timings_ms["total"] = _ms(started)
@@ -171,15 +177,9 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
             check: SelfCheck | None = None,
             search: Callable[[str, int], SearchResult] | None = None) -> Answer:
     result, policy = run.result, run.policy
-    if not result.hits:
-        return run.abstain("retrieval found no passage (the filters may exclude everything)")
-    if (policy.threshold is not None and result.confidence is not None
-            and result.confidence < policy.threshold and not _has_phrase(run.question)):
-        return run.abstain(f"best similarity {result.confidence:.3f} is below the threshold "
-                           f"{policy.threshold:.3f}; no model was called")
-    late = _asks_after_sources(run.question, result.hits) if options.temporal_check else None
-    if late:
-        return run.abstain(late + "; no model was called")
+    reason = abstention_reason(run.question, result, policy.threshold, options)
+    if reason is not None:
+        return run.abstain(reason)
     passages, dropped = fit_context(result.hits, options.token_budget)
     if not passages:
         return run.abstain(f"no passage fits the token budget of {options.token_budget}")
@@ -204,6 +204,22 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
     answer = _check(run, text, name, passages, result.hits)
     answer.timings_ms["check"] = _ms(started)  # the Answer holds a copy of run.timings
     return answer
+
+
+def abstention_reason(question: str, result: SearchResult, threshold: float | None,
+                      options: AnswerOptions) -> str | None:
+    """Why to abstain before any model is called (None: answer). The one place that decides
+    whether the retrieved passages can answer the question."""
+    if not result.hits:
+        return "retrieval found no passage (the filters may exclude everything)"
+    if (threshold is not None and result.confidence is not None
+            and result.confidence < threshold and not _has_phrase(question)):
+        return (f"best similarity {result.confidence:.3f} is below the threshold "
+                f"{threshold:.3f}; no model was called")
+    late = _asks_after_sources(question, result.hits) if options.temporal_check else None
+    if late:
+        return late + "; no model was called"
+    return None
 
 
 def _has_phrase(question: str) -> bool:
@@ -235,7 +251,7 @@ def _generate(run: _Run, generator: Generator, request: GenerationRequest) -> tu
         name = generator.name
     except GeneratorError as exc:
         run.note("fallback", f"{generator.name} failed ({exc}); answered extractively")
-        text, name = ExtractiveGenerator().generate(request), "extractive"
+        text, name = run.default.generate(request), run.default.name
     run.timings["generate"] = _ms(started)
     return text, name
 

@@ -190,7 +190,7 @@ def _cell(value: Any) -> str:
 
 
 def report(summary: dict[str, Any]) -> str:
-    lines = ["# Answer benchmark", "", f"Command: `{summary['command']}`", "",
+    lines = ["# Answer benchmark", "",
              "Scored without a model (evaluate/_answers.py). contains / 1st sent.: a gold answer "
              "string in the answer / its first sentence (abstaining counts as a miss); cit. prec.: "
              "share of cited passages that are the judged evidence or contain a gold string; only "
@@ -198,7 +198,8 @@ def report(summary: dict[str, Any]) -> str:
              "words: answer length; generate p50: the answerer alone (retrieval is shared).", ""]
     for name, data in summary["datasets"].items():
         lines += [f"## {name}", "", f"{data['queries']} queries, collection `{data['collection']}` "
-                  f"({data['embedding_model']}), retrieval p50 {data['retrieval_ms_p50']} ms.", ""]
+                  f"({data['embedding_model']}), retrieval p50 {data['retrieval_ms_p50']} ms. "
+                  f"Command: `{data['command']}`", ""]
         lines.append("| variant | " + " | ".join(c[1] for c in COLUMNS) + " |")
         lines.append("|---|" + "---|" * len(COLUMNS))
         for variant, kinds in data["variants"].items():
@@ -230,8 +231,11 @@ def main() -> None:
     args = parser.parse_args()
     llm = (args.llm_base_url, args.llm_model) if args.llm_base_url and args.llm_model else None
     factories = variants(llm)
-    summary: dict[str, Any] = {"command": "python bench/answers.py " + " ".join(sys.argv[1:]),
-                               "datasets": {}}
+    command = "python bench/answers.py " + " ".join(sys.argv[1:])
+    # Datasets not run this time keep their last figures (each says the command it came from).
+    previous = OUT / "summary.json"
+    summary: dict[str, Any] = (json.loads(previous.read_text()) if previous.exists()
+                               else {"datasets": {}})
     with client() as c:
         for name, collection, path, beir in DATASETS:
             if name not in args.datasets:
@@ -244,7 +248,7 @@ def main() -> None:
             records, retrieval_ms = run_dataset(col, queries, factories)
             write_runs(name, records)
             summary["datasets"][name] = {
-                "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
+                "command": command, "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
                 "queries": len(queries), "retrieval_ms_p50": round(retrieval_ms, 1),
                 "variants": {v: summarize_by_kind(r) for v, r in records.items()}}
     OUT.mkdir(parents=True, exist_ok=True)

@@ -176,9 +176,11 @@ def _bm25(query: list[str], docs: list[tuple[str, ...]]) -> list[float]:
 
 
 def _scaled(values: list[float]) -> list[float]:
-    """Min-max to [0, 1] over this answer's candidates (all equal: all 0)."""
+    """Min-max to [0, 1] over this answer's candidates (all equal: 1 if positive, else 0)."""
     low, high = min(values), max(values)
-    return [0.0 if high == low else (v - low) / (high - low) for v in values]
+    if high == low:
+        return [1.0 if high > 0 else 0.0 for _ in values]
+    return [(v - low) / (high - low) for v in values]
 
 
 def _jaccard(a: tuple[str, ...], b: tuple[str, ...]) -> float:

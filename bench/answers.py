@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 from _common import DATA, RESULTS, client
-from psycopg import sql
 
 import pgcite
 from pgcite.answer import (
@@ -41,7 +40,12 @@ from pgcite.answer._sentences import split_sentences
 from pgcite.embed._base import Embedder, Vectors
 from pgcite.embed._registry import embedder_for_key
 from pgcite.evaluate import GoldenQuery, load_golden
-from pgcite.evaluate._answers import AnswerRecord, Passage, score_answer, summarize_by_kind
+from pgcite.evaluate._answers import (
+    AnswerRecord,
+    collection_passages,
+    score_answer,
+    summarize_by_kind,
+)
 from pgcite.retrieve import SearchResult
 
 OUT = RESULTS / "answers"
@@ -118,17 +122,6 @@ def variants(llm: tuple[str, str] | None) -> dict[str, Factory]:
     return out
 
 
-def passages_of(col: pgcite.Collection) -> dict[str, Passage]:
-    """Every chunk of the active snapshot: id -> (document id, full text)."""
-    snap = col.active_snapshot()
-    with col.client.connection() as conn:
-        rows = conn.execute(sql.SQL(
-            "SELECT c.id, c.document_id, c.body FROM {s}.chunks c"
-            " JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %s"
-        ).format(s=col.info.schema_id), (snap.snapshot_id,)).fetchall()
-    return {r[0]: Passage(document_id=r[1], text=r[2]) for r in rows}
-
-
 def with_kind(query: GoldenQuery, beir: bool) -> GoldenQuery:
     """XQuAD queries get their question word as kind (Pepys keeps its judged kinds)."""
     return query.model_copy(update={"kind": question_kind(query.text)}) if beir else query
@@ -141,7 +134,7 @@ def run_dataset(col: pgcite.Collection, queries: list[GoldenQuery],
     settings = AnswerSettings(persona_author=col.info.settings.persona_author,
                               language=col.info.ts_config)
     generators = {name: make(embedder, settings.language) for name, make in factories.items()}
-    passages = passages_of(col)
+    passages = collection_passages(col)
     records: dict[str, list[AnswerRecord]] = {name: [] for name in generators}
     retrieval: list[float] = []
     for n, query in enumerate(queries, 1):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -273,3 +274,30 @@ def test_pipeline_answers_from_a_plain_search_function(diary: pgcite.Collection)
     assert not answer.abstained and "Parmazan" in answer.answer
     assert "I wrote: “In the evening I dug a pit" in answer.answer  # persona from settings
     assert_grounded(answer)
+
+
+def test_eval_answers_scores_the_collections_answers(diary: pgcite.Collection,
+                                                     settings: pgcite.Settings,
+                                                     tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "c", "query": "Where did Pepys bury his Parmazan cheese?", "kind": "fact",
+         "relevant": ["d-1666-09-04"], "answers": ["in the garden"]},
+        {"id": "a", "query": "Which football team did he support in 1990?", "kind": "absent",
+         "relevant": []},
+    ]) + "\n")
+    result = CliRunner().invoke(app, ["--data-dir", str(settings.data_dir), "eval", diary.name,
+                                      "--golden", str(golden), "--answers", "--json",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    kinds = json.loads(result.output)["kinds"]
+    assert kinds["fact"]["containment"] == 1.0 and kinds["fact"]["citation_recall"] == 1.0
+    assert kinds["absent"]["abstain_absent"] == 1.0
+    saved = json.loads((tmp_path / "out" / "answers.json").read_text())
+    assert [q["query_id"] for q in saved["queries"]] == ["c", "a"]

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
-from pgcite.evaluate import GoldenQuery
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pgcite
+from pgcite.answer import OpenAIChatGenerator
+from pgcite.evaluate import GoldenQuery, load_golden
 from pgcite.evaluate._answers import (
     Passage,
+    answer_golden,
     contains_answer,
     first_sentence,
     normalize,
@@ -13,6 +21,8 @@ from pgcite.evaluate._answers import (
     summarize_by_kind,
     word_count,
 )
+
+from .llm_server import chat_completion, serve
 
 PASSAGES = {
     "gold-0": Passage(document_id="gold", text="The Panthers defense gave up just 308 points."),
@@ -65,3 +75,29 @@ def test_abstentions_count_as_misses_and_per_kind() -> None:
     by_kind = summarize_by_kind([miss, kept, hit])
     assert list(by_kind) == ["all", "how many", "absent"]
     assert by_kind["absent"]["containment"] is None
+
+
+def test_an_openai_compatible_models_answers_get_the_same_metrics(
+        diary: pgcite.Collection, tmp_path: Path) -> None:
+    """The LLM path of the answer benchmark, against the scripted local chat server: the model
+    quotes the first passage it was given and cites it; the metrics score it like any answer."""
+
+    def reply(request: Any) -> tuple[int, bytes, float]:
+        user = request["messages"][1]["content"]
+        first = re.search(r'<passage id="([^"]+)"[^>]*>([^<]*)</passage>', user)
+        assert first is not None
+        return 200, chat_completion(f"{first[2]} [{first[1]}]"), 0.0
+
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({
+        "id": "c", "query": "Where did Pepys bury his Parmazan cheese?", "kind": "fact",
+        "relevant": ["d-1666-09-04"], "answers": ["Parmazan cheese"]}) + "\n")
+    with serve(reply) as server:
+        generator = OpenAIChatGenerator(base_url=server.base_url, model="scripted")
+        records = answer_golden(diary, load_golden(golden), generator=generator)
+        assert len(server.requests) == 1
+    (record,) = records
+    assert not record.abstained and record.cited and record.latency_ms > 0
+    totals = summarize(records)
+    assert totals["citation_precision"] == (1.0 if record.gold_cited else 0.0)
+    assert totals["queries"] == 1 and totals["words"] == float(record.words)

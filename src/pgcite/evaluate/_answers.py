@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import re
 import statistics
+import time
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from pgcite.answer._sentences import split_sentences
-from pgcite.evaluate._golden import GoldenQuery
+from pgcite.evaluate._golden import GoldenQuery, GoldenSet
 
 _CITATION = re.compile(r"\[[^\[\]\n]*\]")
 
@@ -142,3 +144,30 @@ def summarize_by_kind(records: Sequence[AnswerRecord]) -> dict[str, dict[str, fl
     kinds = list(dict.fromkeys(r.kind for r in records))
     return {"all": summarize(records),
             **{k: summarize([r for r in records if r.kind == k]) for k in kinds}}
+
+
+def collection_passages(collection: Any) -> dict[str, Passage]:
+    """Every passage of the collection's active snapshot: id -> (document id, full text)."""
+    from psycopg import sql
+
+    snapshot = collection.active_snapshot()
+    with collection.client.connection() as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT c.id, c.document_id, c.body FROM {s}.chunks c"
+            " JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %s"
+        ).format(s=collection.info.schema_id), (snapshot.snapshot_id,)).fetchall()
+    return {r[0]: Passage(document_id=r[1], text=r[2]) for r in rows}
+
+
+def answer_golden(collection: Any, golden: GoldenSet, **answer_options: Any
+                  ) -> list[AnswerRecord]:
+    """Ask ``collection`` every golden query (with its cutoff) and score each answer."""
+    passages = collection_passages(collection)
+    records = []
+    for query in golden.queries:
+        started = time.perf_counter()
+        answer = collection.answer(query.text, cutoff=query.cutoff, **answer_options)
+        records.append(score_answer(
+            query, answer=answer.answer, abstained=answer.abstained, cited=answer.citations,
+            passages=passages, latency_ms=(time.perf_counter() - started) * 1000))
+    return records

@@ -216,6 +216,7 @@ def report(summary: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--limit", type=int, default=300, help="first N XQuAD questions")
+    parser.add_argument("--sample", type=int, help="only this many of them, evenly spaced")
     parser.add_argument("--datasets", nargs="*", default=[d[0] for d in DATASETS])
     parser.add_argument("--pepys-collection", default="pepys",
                         help="the Pepys collection (bench/pepys.py builds 'pepys')")
@@ -225,10 +226,7 @@ def main() -> None:
     llm = (args.llm_base_url, args.llm_model) if args.llm_base_url and args.llm_model else None
     factories = variants(llm)
     command = "python bench/answers.py " + " ".join(sys.argv[1:])
-    # Datasets not run this time keep their last figures (each says the command it came from).
-    previous = OUT / "summary.json"
-    summary: dict[str, Any] = (json.loads(previous.read_text()) if previous.exists()
-                               else {"datasets": {}})
+    ran: dict[str, Any] = {}
     with client() as c:
         for name, collection, path, beir in DATASETS:
             if name not in args.datasets:
@@ -236,15 +234,22 @@ def main() -> None:
             col = c.collection(args.pepys_collection if name == "pepys" else collection)
             golden = load_golden(path)
             queries = [with_kind(q, beir) for q in golden.queries]
-            queries = queries[: args.limit] if beir else queries
+            if beir:  # the first --limit questions, or --sample of them evenly spaced
+                queries = queries[: args.limit]
+                queries = queries[:: max(1, len(queries) // args.sample)] if args.sample else queries
             print(f"{name}: {len(queries)} queries on {col.name}", file=sys.stderr)
             records, retrieval_ms = run_dataset(col, queries, factories)
             write_runs(name, records)
-            summary["datasets"][name] = {
+            ran[name] = {
                 "command": command, "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
                 "queries": len(queries), "retrieval_ms_p50": round(retrieval_ms, 1),
                 "variants": {v: summarize_by_kind(r) for v, r in records.items()}}
+    # Datasets not run this time keep their last figures (each says the command it came from);
+    # read just before writing, so runs of different datasets side by side do not clobber.
     OUT.mkdir(parents=True, exist_ok=True)
+    previous = OUT / "summary.json"
+    summary = json.loads(previous.read_text()) if previous.exists() else {"datasets": {}}
+    summary["datasets"].update(ran)
     (OUT / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     (OUT / "report.md").write_text(report(summary) + "\n")
     print(f"wrote {OUT}/summary.json, report.md", file=sys.stderr)

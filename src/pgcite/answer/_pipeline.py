@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import ConfigError
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
-from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
 from pgcite.answer._precise import PreciseGenerator
 from pgcite.answer._search import AnswerSettings, SearchFn
@@ -92,12 +91,13 @@ class _Policy:
 class _Run:
     """One answer being built: the trace and timings accumulate here."""
 
-    def __init__(self, question: str, result: SearchResult, policy: _Policy) -> None:
+    def __init__(self, question: str, result: SearchResult, policy: _Policy,
+                 default: Generator) -> None:
         self.question, self.result, self.policy = question, result, policy
+        self.default = default  # the model-free answerer: answers when a model fails
         self.trace: list[TraceEvent] = []
         self.timings: dict[str, float] = {}
         self.attempts: list[Attempt] = []
-        self.default: Generator = ExtractiveGenerator()  # answers when a model fails
 
     def note(self, step: str, detail: str) -> None:
         self.trace.append(TraceEvent(step=step, detail=detail))
@@ -152,7 +152,8 @@ def answer_question(
                          stages=options.stages)
 
     result = search(question, options.top_k)
-    run = _Run(question, result, _Policy(settings, options, result))
+    default = PreciseGenerator(embedder=embedder, language=settings.language)
+    run = _Run(question, result, _Policy(settings, options, result), default)
     run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
     check = None
     if options.self_check.active:
@@ -165,8 +166,7 @@ def answer_question(
     if check is not None and reason is not None:
         answer = run.abstain(reason)
     else:
-        run.default = PreciseGenerator(embedder=embedder, language=settings.language)
-        answer = _answer(run, options, generator or run.default, check, search)
+        answer = _answer(run, options, generator or default, check, search)
     if check is not None:
         answer.timings_ms.update(check.timings)
     answer.timings_ms["total"] = _ms(started)

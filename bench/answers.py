@@ -179,7 +179,9 @@ COLUMNS = [("containment", "contains"), ("first_sentence_containment", "1st sent
 def _cell(value: Any) -> str:
     if value is None:
         return "–"
-    return f"{value:.3f}" if isinstance(value, float) and value <= 1 else str(value)
+    if isinstance(value, float):
+        return f"{value:.3f}" if value <= 1 else f"{value:.1f}"
+    return str(value)
 
 
 def report(summary: dict[str, Any]) -> str:

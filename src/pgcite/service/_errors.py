@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from psycopg_pool import PoolTimeout
 
 from pgcite._errors import (
     CollectionNotFound,
@@ -56,6 +58,16 @@ async def _pgcite_error(_: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(_body(exc.message, exc.hint), status_code=status)
 
 
+async def _database_gone(_: Request, exc: Exception) -> JSONResponse:
+    """A connection lost mid-request (the server died or restarts), or none to be had: the
+    service is unavailable for a moment, not broken."""
+    _log.error("database unavailable: %s: %s", type(exc).__name__, exc)
+    return JSONResponse(_body(f"database unavailable: {type(exc).__name__}",
+                              "retry in a few seconds"), status_code=503)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(PgciteError, _pgcite_error)
+    app.add_exception_handler(psycopg.OperationalError, _database_gone)
+    app.add_exception_handler(PoolTimeout, _database_gone)

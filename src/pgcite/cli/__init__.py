@@ -37,7 +37,8 @@ class _PlainUsageErrors(TyperGroup):
         try:
             code = super().main(standalone_mode=False, **call)
         except ClickException as exc:
-            exc.show()
+            if type(exc).__name__ != "NoArgsIsHelpError":  # its help is printed already
+                exc.show()
             sys.exit(exc.exit_code)
         except typer.Abort:
             typer.echo("Aborted!", err=True)

@@ -5,7 +5,7 @@
 # (bash .ci/run), and commit both files together. Takes a few minutes (it downloads wheels).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=$(tr -d ' \n' < .ci/extras)
+extras=$(tr -s ' \n,' ',' < .ci/extras | sed 's/^,//; s/,$//')  # as .ci/run reads it
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"

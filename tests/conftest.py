@@ -41,3 +41,24 @@ def diary(client: pgcite.Client) -> pgcite.Collection:
     report = col.ingest([DIARY])
     assert not report.failed and report.activated
     return col
+
+
+# Debian packages some tests need. .ci/run installs them where it can (root + apt-get); where
+# they are missing the tests marked with them skip, with the reason in the -ra summary.
+NEEDS = {
+    "needs_chromium": (("chromium", "chromium-browser", "google-chrome"),
+                       "apt-get install chromium"),
+    "needs_tesseract": (("tesseract",), "apt-get install tesseract-ocr"),
+}
+
+
+def binary(marker: str) -> str | None:
+    """The path of the program a ``needs_*`` marker stands for, or None if none is installed."""
+    names, _ = NEEDS[marker]
+    return next((path for name in names if (path := shutil.which(name))), None)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, (names, install) in NEEDS.items():
+        if item.get_closest_marker(marker) is not None and binary(marker) is None:
+            pytest.skip(f"{marker}: {' / '.join(names)} not installed ({install})")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,8 +16,10 @@ from pgcite.answer import (
     PERSONA_ABSTENTION,
     PLAIN_ABSTENTION,
     Answer,
+    AnswerSettings,
     ContextPassage,
     GenerationRequest,
+    answer_question,
     approx_tokens,
     check_attribution,
     check_citations,
@@ -22,6 +27,7 @@ from pgcite.answer import (
     split_sentences,
 )
 from pgcite.answer._context import render_passage
+from pgcite.retrieve import Filters, SearchResult
 
 BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 
@@ -249,3 +255,49 @@ def test_ask_command(diary: pgcite.Collection, settings: pgcite.Settings) -> Non
     assert text.exit_code == 0 and "sources:" in text.output
     bad = CliRunner().invoke(app, [*base, "fire", "--generator", "openai"])
     assert bad.exit_code != 0 and "model name" in bad.output
+
+
+def test_pipeline_answers_from_a_plain_search_function(diary: pgcite.Collection) -> None:
+    """answer/ needs only a search function and settings: no Collection, no client."""
+    calls: list[dict[str, object]] = []
+    result = diary.search("Where did Pepys bury his Parmazan cheese?", top_k=5)
+
+    def search(query: str, *, top_k: int, mode: str, filters: Filters,
+               stages: Mapping[str, Any] | None) -> SearchResult:
+        calls.append({"query": query, "top_k": top_k, "mode": mode, "stages": stages})
+        return result
+
+    answer = answer_question(search, "Where did Pepys bury his Parmazan cheese?",
+                             settings=AnswerSettings(persona_author="Samuel Pepys"))
+    assert calls == [{"query": "Where did Pepys bury his Parmazan cheese?", "top_k": 5,
+                      "mode": "hybrid", "stages": None}]
+    assert not answer.abstained and "Parmazan" in answer.answer
+    assert "I wrote: “In the evening I dug a pit" in answer.answer  # persona from settings
+    assert_grounded(answer)
+
+
+def test_eval_answers_scores_the_collections_answers(diary: pgcite.Collection,
+                                                     settings: pgcite.Settings,
+                                                     tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("\n".join(json.dumps(q) for q in [
+        {"id": "c", "query": "Where did Pepys bury his Parmazan cheese?", "kind": "fact",
+         "relevant": ["d-1666-09-04"], "answers": ["in the garden"]},
+        {"id": "a", "query": "Which football team did he support in 1990?", "kind": "absent",
+         "relevant": []},
+    ]) + "\n")
+    result = CliRunner().invoke(app, ["--data-dir", str(settings.data_dir), "eval", diary.name,
+                                      "--golden", str(golden), "--answers", "--json",
+                                      "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    kinds = json.loads(result.output)["kinds"]
+    assert kinds["fact"]["containment"] == 1.0 and kinds["fact"]["citation_recall"] == 1.0
+    assert kinds["absent"]["abstain_absent"] == 1.0
+    saved = json.loads((tmp_path / "out" / "answers.json").read_text())
+    assert [q["query_id"] for q in saved["queries"]] == ["c", "a"]

@@ -422,7 +422,7 @@ def test_pdf_skips_empty_pages_and_falls_back_to_stem(tmp_path: Path) -> None:
 def test_pdf_without_any_text_fails(tmp_path: Path) -> None:
     (error,) = load(write(tmp_path, "blank.pdf", make_pdf(["", ""])))
     assert isinstance(error, LoadError)
-    assert error.reason.startswith("no extractable text")
+    assert error.reason == "no text on any page, not even by OCR"
 
 
 def test_corrupt_pdf_fails_and_others_continue() -> None:

@@ -36,19 +36,21 @@ PASSAGES = ["the fire began in pudding lane", "a ship sailed to the king", "plag
 
 # --- a tiny cross-encoder ------------------------------------------------------------------------
 
-WORDS = ["the", "a", "of", "and", "to", "in", "where", "did", "start", "great", "fire", "london",
-         "began", "pudding", "lane", "ship", "sailed", "king", "plague"]
+TEXTS = [QUERY, *PASSAGES]  # every text the tiny model scores
+WORDS = sorted({word for text in TEXTS for word in text.split()})
 
 
 def _build_tiny_model(folder: Path, num_labels: int) -> Path:
-    """A 1-layer BERT with random weights (seeded) and a WordPiece tokenizer over a 24-token
-    vocabulary: loads in well under a second, no download."""
+    """A 1-layer BERT with random weights (seeded) and a WordPiece tokenizer whose vocabulary
+    is the test texts' words: loads in well under a second, no download."""
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
     vocab = folder / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab))
+    # Positional: transformers 4 names it vocab_file, 5 names it vocab (as a keyword, 5
+    # ignores vocab_file and builds an empty vocabulary: every token became [UNK]).
+    tokenizer = BertTokenizerFast(str(vocab))
     torch.manual_seed(0)
     # initializer_range 0.5: the default 0.02 makes every score ~0.5, hiding order mistakes.
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
@@ -63,6 +65,19 @@ def _build_tiny_model(folder: Path, num_labels: int) -> Path:
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cross-encoder with one output label, as rerankers have."""
     return _build_tiny_model(tmp_path_factory.mktemp("tiny-cross-encoder"), num_labels=1)
+
+
+def test_tiny_tokenizer_knows_every_word(tiny_model: Path) -> None:
+    """As the cross-encoder loads it: each word of the test texts is its own token, none is
+    [UNK] (else the cross-encoder tests would only ever score [UNK] input)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
+    assert tokenizer.vocab_size == 5 + len(WORDS)
+    for text in TEXTS:
+        assert tokenizer.tokenize(text) == text.split()
+        ids = tokenizer(QUERY, text)["input_ids"]
+        assert tokenizer.unk_token_id not in ids
 
 
 def test_cross_encoder_refuses_a_classifier(tmp_path: Path) -> None:

@@ -58,9 +58,9 @@ def test_inspect_lists_are_the_searchs_own(
     expected = diary.search(QUERY, top_k=3, explain=True)
     assert [h["id"] for h in out["fused"]] == [h.id for h in expected.hits]
     assert out["dropped"] == [h.id for h in expected.dropped] and out["dropped"]
-    ranks = [h["keyword_rank"] for h in out["keyword"]]
+    ranks = [h["keywordRank"] for h in out["keyword"]]
     assert ranks == sorted(ranks) and None not in ranks
-    assert [h["vector_rank"] for h in out["vector"]] == sorted(h["vector_rank"]
+    assert [h["vectorRank"] for h in out["vector"]] == sorted(h["vectorRank"]
                                                                for h in out["vector"])
     answer = out["answer"]
     assert set(answer["citations"]) <= {s["id"] for s in answer["sources"]}
@@ -73,7 +73,7 @@ def test_inspect_cutoff_and_bad_input(
     out = api.post(_url(diary.name), headers=reader,
                    json={"query": QUERY, "cutoff": "1665-12-31"}).json()
     every = out["fused"] + out["keyword"] + out["vector"]
-    assert every and all(h["date_end"] and h["date_end"] <= "1665-12-31" for h in every)
+    assert every and all(h["dateEnd"] and h["dateEnd"] <= "1665-12-31" for h in every)
     for body, code in [({"query": QUERY, "filters": ["nope=1"]}, 400),
                        ({"query": QUERY, "filters": ["bad filter"]}, 400),
                        ({"query": QUERY, "snapshot_id": 9999}, 400),

@@ -40,6 +40,7 @@ from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import Ordering, SearchOptions
 from pgcite.retrieve._view import SearchView
 from pgcite.store._collections import CollectionInfo, CollectionSettings
+from pgcite.store._documents import DocumentInfo, DocumentsRemoved
 from pgcite.store._snapshots import SnapshotInfo
 
 __version__ = version("pgcite")  # pyproject.toml is the one place the version is written
@@ -59,6 +60,8 @@ __all__ = [
     "ConfigError",
     "DatabaseError",
     "Document",
+    "DocumentInfo",
+    "DocumentsRemoved",
     "Embedder",
     "EmbedderError",
     "EmbedderSpec",

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,6 +64,19 @@ def _configure(conn: psycopg.Connection) -> None:
     conn.autocommit = True
 
 
+def _weak_close(client: Client) -> Callable[[], None]:
+    """A function closing ``client`` if it still exists (a weak reference: registering it at
+    exit must not keep a dropped client alive)."""
+    ref = weakref.ref(client)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close()
+
+    return close
+
+
 class Client:
     """A connection to a pgcite database (embedded by default)."""
 
@@ -69,7 +84,15 @@ class Client:
                  reranker: Reranker | None = None) -> None:
         self.settings = settings or Settings()
         self.db = Database.open(self.settings)
+        # Closed at exit if not before, and before the embedded server's own exit handler stops
+        # it (atexit runs last-registered first): an open pool would otherwise outlive the
+        # server, its workers reconnecting, and be collected at teardown, where its __del__
+        # fails ("Exception ignored in: ConnectionPool.__del__").
+        self._close_at_exit = _weak_close(self)
+        atexit.register(self._close_at_exit)
         self._pool: ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+        self._pool_generation = 0
         self._active: ActivePointerCache[SnapshotInfo | None] | None = None
         # Models for the optional stages: given here, or built on first use from PGCITE_LLM*
         # / PGCITE_RERANKER* settings (None when not configured: those stages are skipped).
@@ -99,12 +122,20 @@ class Client:
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A pooled connection (autocommit; use ``conn.transaction()`` for more)."""
-        if self._pool is None:
-            self._pool = ConnectionPool(
-                self.db.url, min_size=1, max_size=8, configure=_configure, open=True,
-                kwargs={"autocommit": True},
-            )
-        with self._pool.connection() as conn:
+        self.db.check_alive()  # a dead embedded server: DatabaseError now, not a pool timeout
+        with self._pool_lock:
+            pool = self._pool
+            if pool is None or self._pool_generation != self.db.generation:
+                # the first use, or the embedded server was restarted: its connections are dead
+                stale = pool
+                self._pool = pool = ConnectionPool(
+                    self.db.url, min_size=1, max_size=8, configure=_configure, open=True,
+                    kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
+                )
+                self._pool_generation = self.db.generation
+                if stale is not None:
+                    stale.close(timeout=0)
+        with pool.connection() as conn:
             yield conn
 
     def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]:
@@ -126,6 +157,7 @@ class Client:
                 self._llm, self._llm_ready = None, False
             if any(m is self._reranker for m in built):
                 self._reranker, self._reranker_ready = None, False
+        atexit.unregister(self._close_at_exit)
         if self._active is not None:
             self._active.close()
             self._active = None
@@ -384,6 +416,7 @@ class Collection:
         judge: ChatModel | None = None,
         external: ExternalSearch | None = None,
         snapshot_id: int | None = None,
+        wrap_generator: Callable[[Generator], Generator] | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -396,6 +429,8 @@ class Collection:
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
+        from pgcite.answer._search import AnswerSettings
+        from pgcite.answer._selfcheck import SelfCheckOptions
 
         if isinstance(generator, str):
             generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
@@ -408,10 +443,25 @@ class Collection:
             snapshot_id=snapshot_id,
         )
         # one snapshot and one set of models for every search the answer makes
-        pinned = self.pinned(self.view(snapshot_id, embedder=mode != "keyword"))
-        answer = answer_question(pinned, question, options=options, filters=filters,
-                                 cutoff=cutoff, corpora=corpora, generator=generator,
-                                 judge=judge, external=external)
+        view = self.view(snapshot_id, embedder=mode != "keyword")
+        pinned = self.pinned(view)
+
+        def search(query: str, *, top_k: int, mode: Mode, filters: Filters,
+                   stages: Mapping[str, Any] | None) -> SearchResult:
+            # sources carry their own excerpts: no snippet statement
+            return pinned.search(query, top_k=top_k, mode=mode, filters=filters, stages=stages,
+                                 snippets=False)
+
+        settings = AnswerSettings(persona_author=self.info.settings.persona_author,
+                                  language=self.info.ts_config,
+                                  abstention=self.info.settings.abstention)
+        if judge is None and options.self_check.active:
+            judge = self.client.llm()
+        answer = answer_question(search, question, settings=settings,
+                                 embedder=view.models.embedder, options=options,
+                                 filters=filters, cutoff=cutoff, corpora=corpora,
+                                 generator=generator, judge=judge, external=external,
+                                 wrap_generator=wrap_generator)
         return self._note_undated(answer, merge_filters(filters, cutoff, corpora, None))
 
     def snapshot(self, snapshot_id: int | None = None) -> SnapshotInfo:

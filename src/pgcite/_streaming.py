@@ -24,7 +24,6 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from pgcite._client import Collection
-from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_citations
 from pgcite.answer._llm import ChatGenerator, system_prompt, user_prompt
 from pgcite.answer._types import Answer, GenerationRequest, Generator
@@ -102,13 +101,18 @@ def stream_answer(collection: Collection, question: str, *,
     An error (bad filters, an unknown snapshot) is raised from the iterator, before any delta
     when it happens during retrieval."""
     events: queue.Queue[object] = queue.Queue()
-    tee = StreamingGenerator(generator or ExtractiveGenerator(),
-                             lambda text: events.put(Delta(text=text)))
+    tees: list[StreamingGenerator] = []
+
+    def tee(inner: Generator) -> Generator:
+        # wraps whichever generator writes: the one given, or the pipeline's default answerer
+        tees.append(StreamingGenerator(inner, lambda text: events.put(Delta(text=text))))
+        return tees[-1]
 
     def work() -> None:
         try:
-            answer = collection.answer(question, generator=tee, **options)
-            events.put(_final(answer, tee.text))
+            answer = collection.answer(question, generator=generator, wrap_generator=tee,
+                                       **options)
+            events.put(_final(answer, tees[-1].text if tees else ""))
         except BaseException as exc:  # handed to the consumer, who raises it
             events.put(exc)
         finally:

@@ -46,6 +46,23 @@ def parse_fusion(value: str) -> Fusion:
     raise ConfigError(f"unknown fusion {value!r}", hint="use " + " or ".join(FUSIONS))
 
 
+# The metadata keys units set (OCR region and confidence, an HTML figure): chunks carry them
+# beside the document's metadata, so they are not document metadata when read back.
+UNIT_METADATA_KEYS: frozenset[str] = frozenset({"ocr", "figure"})
+
+
+class OcrPage(BaseModel):
+    """How one page read by OCR: reported per page, so a poor or empty one is never silent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    page: int
+    confidence: float | None  # mean word confidence 0-100; None when no word was recognised
+    words: int
+    low: bool  # below ``_ocr.LOW_CONFIDENCE``, or nothing recognised
+    error: str | None = None  # why the page was not read (OCR unavailable here)
+
+
 class Unit(BaseModel):
     """A natural unit of a document: the smallest thing that has its own date and locator."""
 
@@ -56,6 +73,9 @@ class Unit(BaseModel):
     locator: str | None = None  # page number, section path, record ordinal …
     date_start: dt.date | None = None
     date_end: dt.date | None = None  # = date_start unless the unit covers a range
+    # Per-unit facts its chunks carry in their metadata (OCR confidence and region). Left out of
+    # dumps when empty, so content hashes of documents without any stay as they were.
+    metadata: dict[str, Any] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
 
 class Document(BaseModel):
@@ -74,6 +94,9 @@ class Document(BaseModel):
     # by an earlier ingest (from a catalogue, say) may take its place. Not content: excluded from
     # dumps, so it leaves version hashes as they were.
     title_guessed: bool = Field(default=False, exclude=True)
+    # How each OCR-read page read (``_ocr.OcrPage``), for the ingest report's low-confidence
+    # list. Not content either: the text it produced is in the units.
+    ocr_pages: list[OcrPage] = Field(default_factory=list, exclude=True)
 
 
 class ChunkDraft(BaseModel):

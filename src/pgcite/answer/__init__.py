@@ -6,7 +6,7 @@
 
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
 from pgcite.answer._extractive import ExtractiveGenerator
-from pgcite.answer._guard import check_attribution, check_citations, split_sentences
+from pgcite.answer._guard import check_attribution, check_citations
 from pgcite.answer._llm import (
     GENERATOR_KINDS,
     AnthropicGenerator,
@@ -23,6 +23,8 @@ from pgcite.answer._pipeline import (
     answer_question,
     default_threshold,
 )
+from pgcite.answer._search import AnswerSettings, SearchFn
+from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import (
     Answer,
     ContextPassage,
@@ -40,6 +42,7 @@ __all__ = [
     "PERSONA_ABSTENTION",
     "PLAIN_ABSTENTION",
     "AnswerOptions",
+    "AnswerSettings",
     "Answer",
     "AnthropicGenerator",
     "ContextPassage",
@@ -50,6 +53,7 @@ __all__ = [
     "GeneratorError",
     "LlamaCppGenerator",
     "OpenAIChatGenerator",
+    "SearchFn",
     "Source",
     "TraceEvent",
     "answer_question",

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from pgcite.answer._guard import split_sentences
+from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage, GenerationRequest
 
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")

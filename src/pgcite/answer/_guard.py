@@ -19,16 +19,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pgcite.answer._sentences import split_sentences
+
 _GROUP = re.compile(r"\[([^\[\]\n]{0,400})\]")
 _SPLIT_IDS = re.compile(r"\s*[,;]\s*")
-
-# A sentence ends at . ! ? (plus closing quotes and any citations right after it), not after an
-# initial ("Sir W. Pen") or a common abbreviation, and only before something that is not a
-# lowercase word. Paragraph and line breaks always end a sentence.
-_END = re.compile(
-    r"(?<!\b[A-Z])(?<!\bMr)(?<!\bMrs)(?<!\bDr)(?<!\bSt)(?<!\bviz)(?<!\bi\.e)(?<!\be\.g)"
-    r"[.!?]+[\"'”’)]*(?:\s*\[[^\[\]\n]*\])*(?=\s+(?![a-z])|\s*$)"
-)
 
 _FIRST_PERSON_I = re.compile(r"\bI\b")
 _FIRST_PERSON_OTHER = re.compile(r"\b(?:me|my|mine|myself|we|us|our|ours|ourselves)\b",
@@ -46,18 +40,6 @@ _ATTRIBUTION = re.compile(
     rf"|\b(?!(?:I|we)\b)[\w’'.-]+\s+(?:{_REPORTING})\b",
     re.IGNORECASE,
 )
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences (with their trailing citations), in order; blank lines dropped."""
-    out: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        for match in _END.finditer(line):
-            out.append(line[start:match.end()].strip())
-            start = match.end()
-        out.append(line[start:].strip())
-    return [s for s in out if s]
 
 
 def cited_ids(text: str) -> list[str]:
@@ -140,7 +122,7 @@ def _sentence_citations(text: str) -> list[tuple[str, list[str]]]:
     same paragraph)."""
     result: list[tuple[str, list[str]]] = []
     for paragraph in re.split(r"\n\s*\n", text):
-        sentences = split_sentences(paragraph)
+        sentences = split_sentences(paragraph, keep_lines=True)  # one claim a line
         own = [cited_ids(s) for s in sentences]
         for i, sentence in enumerate(sentences):
             ids = own[i] or next((o for o in own[i + 1:] if o), [])

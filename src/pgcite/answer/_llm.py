@@ -14,7 +14,6 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pgcite.answer._context import render_context
-from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._types import GenerationRequest, Generator
 from pgcite.llm import AnthropicChat, ChatModel, LlamaCppChat, LLMConfig, OpenAIChat
 from pgcite.llm import make_chat_model as _make_chat_model
@@ -113,9 +112,10 @@ class GeneratorConfig(BaseModel):
                          model_path=self.model_path)
 
 
-def make_generator(config: GeneratorConfig) -> Generator:
-    """The configured generator; errors say which option is missing."""
+def make_generator(config: GeneratorConfig) -> Generator | None:
+    """The configured generator; errors say which option is missing. None for "extractive":
+    the pipeline's default answerer, which it builds with the snapshot's embedding model."""
     llm = config.llm()
     if llm is None:
-        return ExtractiveGenerator()
+        return None
     return ChatGenerator(_make_chat_model(llm), max_tokens=config.max_tokens)

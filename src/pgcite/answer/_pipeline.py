@@ -15,15 +15,16 @@ import datetime as dt
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import ConfigError
 from pgcite._types import Mode
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
-from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._guard import check_attribution, check_citations
+from pgcite.answer._precise import PreciseGenerator
+from pgcite.answer._search import AnswerSettings, SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
 from pgcite.answer._types import (
     Answer,
@@ -35,14 +36,12 @@ from pgcite.answer._types import (
     Source,
     TraceEvent,
 )
+from pgcite.embed._base import Embedder
 from pgcite.llm import ChatModel
-from pgcite.retrieve._answerability import abstention_reason, stored_model
+from pgcite.retrieve._answerability import AnswerabilityModel, answerability_refusal
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-
-if TYPE_CHECKING:
-    from pgcite._client import Collection
 
 # Abstain below this best cosine similarity, per embedding model. Measured on the Pepys golden
 # set (docs/answers.md, "Choosing the threshold"); a model without a measured value never
@@ -82,8 +81,8 @@ def default_threshold(embedding_model: str) -> float | None:
 class _Policy:
     """The texts and threshold in force for one answer."""
 
-    def __init__(self, collection: Collection, options: AnswerOptions, result: SearchResult):
-        self.persona = options.persona or collection.info.settings.persona_author
+    def __init__(self, settings: AnswerSettings, options: AnswerOptions, result: SearchResult):
+        self.persona = options.persona or settings.persona_author
         self.abstention = options.abstention_text or (
             PERSONA_ABSTENTION if self.persona else PLAIN_ABSTENTION)
         self.fallback = options.attribution_fallback or self.abstention
@@ -95,15 +94,18 @@ class _Policy:
                           else default_threshold(result.embedding_model))
         # A fitted answerability score replaces the default threshold; a threshold the caller
         # passes wins over both.
-        self.answerability = (None if options.threshold is not None else stored_model(
-            collection.info.settings, result.embedding_model))
+        fitted = settings.abstention.get(result.embedding_model)
+        self.answerability = (None if options.threshold is not None or fitted is None
+                              else AnswerabilityModel.model_validate(fitted))
 
 
 class _Run:
     """One answer being built: the trace and timings accumulate here."""
 
-    def __init__(self, question: str, result: SearchResult, policy: _Policy) -> None:
+    def __init__(self, question: str, result: SearchResult, policy: _Policy,
+                 default: Generator) -> None:
         self.question, self.result, self.policy = question, result, policy
+        self.default = default  # the model-free answerer: answers when a model fails
         self.trace: list[TraceEvent] = []
         self.timings: dict[str, float] = {}
         self.attempts: list[Attempt] = []
@@ -130,9 +132,11 @@ class _Run:
 
 
 def answer_question(
-    collection: Collection,
+    search_fn: SearchFn,
     question: str,
     *,
+    settings: AnswerSettings | None = None,
+    embedder: Embedder | None = None,
     options: AnswerOptions | None = None,
     filters: Filters | dict[str, Any] | None = None,
     cutoff: dt.date | str | None = None,
@@ -140,28 +144,35 @@ def answer_question(
     generator: Generator | None = None,
     judge: ChatModel | None = None,
     external: ExternalSearch | None = None,
+    wrap_generator: Callable[[Generator], Generator] | None = None,
 ) -> Answer:
-    """Answer ``question`` from ``collection`` with checked citations (see module doc).
+    """Answer ``question`` from what ``search_fn`` retrieves, with checked citations (see the
+    module doc). ``search_fn`` is bound to one snapshot, so every retrieval of this answer (the
+    self-check's rewrites included) reads the same data.
 
-    ``judge`` is the chat model of the self-checks (default: the client's configured LLM);
+    ``embedder`` is the snapshot's query model: the default generator scores sentences with it.
+    ``judge`` is the chat model of the self-checks (without one they say they were skipped);
     ``external`` is the corrective loop's optional outside-search hook (none by default).
+    ``wrap_generator`` wraps the generator that will write (given or default), e.g. to stream
+    its text as it is written (:mod:`pgcite._streaming`); the check still reads the whole text.
     """
     options = options or AnswerOptions()
+    settings = settings or AnswerSettings()
     started = time.perf_counter()
     merged = merge_filters(filters, cutoff, corpora, None)
 
     def search(text: str, top_k: int) -> SearchResult:
-        return collection.search(text, top_k=top_k, mode=options.mode, filters=merged,
-                                 stages=options.stages, snapshot_id=options.snapshot_id,
-                                 snippets=False)  # sources carry their own excerpts
+        return search_fn(text, top_k=top_k, mode=options.mode, filters=merged,
+                         stages=options.stages)
 
     result = search(question, options.top_k)
-    run = _Run(question, result, _Policy(collection, options, result))
+    default = PreciseGenerator(embedder=embedder, language=settings.language)
+    run = _Run(question, result, _Policy(settings, options, result), default)
     run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
     check = None
     if options.self_check.active:
         check = SelfCheck(
-            chat=judge or collection.client.llm(), options=options.self_check, search=search,
+            chat=judge, options=options.self_check, search=search,
             note=run.note, filters=merged, threshold=run.policy.threshold, external=external)
         run.result, reason = check.retrieve(question, result, options.top_k)
         run.attempts = check.attempts
@@ -169,7 +180,10 @@ def answer_question(
     if check is not None and reason is not None:
         answer = run.abstain(reason)
     else:
-        answer = _answer(run, options, generator or ExtractiveGenerator(), check, search)
+        chosen = generator or default
+        if wrap_generator is not None:
+            chosen = wrap_generator(chosen)
+        answer = _answer(run, options, chosen, check, search)
     if check is not None:
         answer.timings_ms.update(check.timings)
     answer.timings_ms["total"] = _ms(started)
@@ -180,14 +194,9 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
             check: SelfCheck | None = None,
             search: Callable[[str, int], SearchResult] | None = None) -> Answer:
     result, policy = run.result, run.policy
-    if not result.hits:
-        return run.abstain("retrieval found no passage (the filters may exclude everything)")
-    refusal = abstention_reason(result, policy.answerability, policy.threshold)
-    if refusal is not None and not _has_phrase(run.question):
-        return run.abstain(refusal + "; no model was called")
-    late = _asks_after_sources(run.question, result.hits) if options.temporal_check else None
-    if late:
-        return run.abstain(late + "; no model was called")
+    reason = abstention_reason(run.question, result, policy, options)
+    if reason is not None:
+        return run.abstain(reason)
     passages, dropped = fit_context(result.hits, options.token_budget)
     if not passages:
         return run.abstain(f"no passage fits the token budget of {options.token_budget}")
@@ -212,6 +221,23 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
     answer = _check(run, text, name, passages, result.hits)
     answer.timings_ms["check"] = _ms(started)  # the Answer holds a copy of run.timings
     return answer
+
+
+def abstention_reason(question: str, result: SearchResult, policy: _Policy,
+                      options: AnswerOptions) -> str | None:
+    """Why to abstain before any model is called (None: answer). The one place that decides
+    whether the retrieved passages can answer the question: the fitted answerability score
+    where the collection has one for this embedding model, else the best-cosine threshold
+    (a quoted phrase the passages must contain overrules either), then the temporal check."""
+    if not result.hits:
+        return "retrieval found no passage (the filters may exclude everything)"
+    refusal = answerability_refusal(result, policy.answerability, policy.threshold)
+    if refusal is not None and not _has_phrase(question):
+        return refusal + "; no model was called"
+    late = _asks_after_sources(question, result.hits) if options.temporal_check else None
+    if late:
+        return late + "; no model was called"
+    return None
 
 
 def _has_phrase(question: str) -> bool:
@@ -243,7 +269,7 @@ def _generate(run: _Run, generator: Generator, request: GenerationRequest) -> tu
         name = generator.name
     except GeneratorError as exc:
         run.note("fallback", f"{generator.name} failed ({exc}); answered extractively")
-        text, name = ExtractiveGenerator().generate(request), "extractive"
+        text, name = run.default.generate(request), run.default.name
     run.timings["generate"] = _ms(started)
     return text, name
 

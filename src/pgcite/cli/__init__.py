@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import ClickException  # typer vendors click (pyproject pins it)
+from typer.core import TyperGroup
 
 from pgcite.cli import _collection, _documents, _snapshot
 from pgcite.cli._ask import ask_command
@@ -18,8 +23,33 @@ from pgcite.cli._mcp import mcp_command
 from pgcite.cli._search import search_command
 from pgcite.cli._serve import serve_command
 
+
+class _PlainUsageErrors(TyperGroup):
+    """Usage errors (bad option, missing argument) as click prints them, one unwrapped line,
+    instead of typer's rich panel that breaks them at the terminal width: scripts grep them."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        call = {"args": args, "prog_name": prog_name, "complete_var": complete_var,
+                "windows_expand_args": windows_expand_args, **extra}
+        if not standalone_mode:
+            return super().main(standalone_mode=False, **call)
+        try:
+            code = super().main(standalone_mode=False, **call)
+        except ClickException as exc:
+            if type(exc).__name__ != "NoArgsIsHelpError":  # its help is printed already
+                exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
     name="pgcite",
+    cls=_PlainUsageErrors,
     help="Grounded retrieval with citations on PostgreSQL + pgvector.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
@@ -49,5 +79,14 @@ def _global(
     set_global(data_dir, database_url)
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    """SIGTERM (systemd, docker stop, kill) ends the command as Ctrl-C does: through the exit
+    handlers that close the pool and stop the embedded server, which the default action (die at
+    once) skips, leaving PostgreSQL running and this pid in its handle file."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: a second one must not cut cleanup short
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     app()

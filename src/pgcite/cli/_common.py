@@ -19,8 +19,10 @@ from pgcite._errors import PgciteError
 from pgcite._types import MODES
 from pgcite.config import Settings
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: a line is never broken at the terminal width (a long path would split an error a
+# script greps for); the terminal folds it for the eye. Tables still fit the width.
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 
@@ -78,9 +80,9 @@ def emit_json(payload: Any) -> None:
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     if hint:
-        err_console.print(f"[dim]hint:[/] {hint}", highlight=False, soft_wrap=True)
+        err_console.print(f"[dim]hint:[/] {hint}", highlight=False)
     return typer.Exit(code)
 
 

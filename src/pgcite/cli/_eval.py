@@ -60,6 +60,10 @@ def eval_command(
         "golden set's answerable and absent queries, print leave-one-out figures per signal "
         "and combined, and store the model in the collection for its embedding model.")]
     = False,
+    answers: Annotated[bool, typer.Option(
+        "--answers", help="Score the collection's answers instead of its retrieval: gold "
+        "strings from each query's 'answers' field (containment, first sentence), citations "
+        "against 'relevant', abstention on 'absent' queries (docs/answers.md).")] = False,
     json_out: bool = JsonOption,
 ) -> None:
     """Evaluate retrieval on judged queries, several modes side by side.
@@ -80,6 +84,11 @@ def eval_command(
         gold = ev.load_golden(golden, split=split)
         if fit_abstention:
             _fit_abstention(collection, gold, json_out)
+            return
+        if answers:
+            if collection is None:
+                raise fail("name the collection to evaluate")
+            _answers(collection, gold, out, json_out)
             return
         if run is not None:
             result = ev.score_external_run(gold, run, k=top_k)
@@ -176,6 +185,30 @@ def _fit_abstention(collection: str | None, gold: GoldenSet, json_out: bool) -> 
         emit_json(report)
     else:
         console.print(render_fit(report), highlight=False)
+
+
+def _answers(collection: str, gold: GoldenSet, out: Path | None, json_out: bool) -> None:
+    """Answer every golden query with the collection's defaults and print the answer metrics."""
+    import json
+
+    from pgcite._client import Client
+    from pgcite.evaluate._answers import answer_golden, summarize_by_kind
+
+    with Client(settings()) as client:
+        records = answer_golden(client.collection(collection), gold)
+    kinds = summarize_by_kind(records)
+    summary = {"golden": gold.name, "kinds": kinds}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "answers.json").write_text(json.dumps(
+            {**summary, "queries": [r.model_dump() for r in records]}, indent=1,
+            ensure_ascii=False) + "\n")
+    if json_out:
+        emit_json(summary)
+        return
+    for kind, row in kinds.items():
+        cells = ", ".join(f"{k} {v}" for k, v in row.items() if v is not None)
+        console.print(f"{kind}: {cells}", highlight=False)
 
 
 def _summary(result: EvalResult) -> str:

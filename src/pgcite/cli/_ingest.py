@@ -22,6 +22,13 @@ def print_report(report: IngestReport) -> None:
         console.print(f"{report.undated} of {report.documents} documents undated: a --cutoff "
                       "search leaves them out (see --date, --catalogue, --dates-from-names)",
                       highlight=False)
+    if report.ocr_pages or report.low_confidence:
+        console.print(f"{report.ocr_pages} pages read by OCR, {len(report.low_confidence)} "
+                      "flagged (ingested, but check them):", highlight=False)
+    for low in report.low_confidence:
+        # One line per page, like failures: greppable.
+        err_console.print(f"[yellow]low OCR confidence:[/] {low.path} p. {low.page}: "
+                          f"{low.reason}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if report.snapshot_id is not None:
@@ -40,7 +47,8 @@ def print_report(report: IngestReport) -> None:
 def ingest_command(
     collection: Annotated[str, typer.Argument(help="Collection to ingest into.")],
     paths: Annotated[list[Path], typer.Argument(
-        help="Files or folders: .jsonl, .txt, .md, .html, .pdf (folders recursively).")],
+        help="Files or folders: .jsonl, .txt, .md, .html, .pdf, and scans read by OCR: .png, "
+        ".jpg, .tif (folders recursively).")],
     corpus: Annotated[str | None, typer.Option(
         help="Corpus tier label forced on every document (e.g. A, B, C; \"\" clears it).")] = None,
     author: Annotated[str | None, typer.Option(
@@ -73,6 +81,10 @@ def ingest_command(
     in .md/.txt, <meta>/<time> in HTML, PDF metadata, JSONL keys) > --dates-from-names. The
     report counts undated documents (a --cutoff search leaves them out). A bad file is reported
     by name (one line each) and the others are ingested.
+
+    Images and PDF pages without a text layer are read by OCR (Tesseract, in the collection's
+    language), cited as "p. N, block K" with the confidence in the metadata; pages read with low
+    confidence are ingested and listed in the report (docs/ingest.md, "OCR").
 
     Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
     changed no snapshot is made. Re-ingesting without the flags or catalogue of an earlier run

@@ -44,6 +44,8 @@ class GoldenQuery(Frozen):
     cutoff: dt.date | None = None  # nothing dated after this may be returned
     must_not: list[str] = Field(default_factory=list)  # documents that must never be returned
     note: str | None = None
+    # Gold answer strings: a correct answer contains one (answer benchmark, docs/answers.md).
+    answers: list[str] = Field(default_factory=list)
 
     @property
     def relevant_ids(self) -> frozenset[str]:
@@ -137,6 +139,7 @@ def _golden_line(path: Path, line: int, obj: dict[str, Any]) -> GoldenQuery:
                 "cutoff": obj.get("cutoff"),
                 "must_not": obj.get("must_not") or [],
                 "note": obj.get("note"),
+                "answers": obj.get("answers") or [],
             }
         )
     except ValidationError as exc:
@@ -166,6 +169,7 @@ def _load_beir(folder: Path, split: str | None, name: str | None) -> GoldenSet:
     qrels_bytes = qrels_path.read_bytes()
     judgments = _parse_qrels(qrels_path, qrels_bytes)
     texts: dict[str, str] = {}
+    answers: dict[str, list[str]] = {}
     for n, obj in _json_lines(queries_path, queries_bytes):
         qid, text = obj.get("_id"), obj.get("text")
         if not isinstance(qid, str) or not qid or not isinstance(text, str) or not text:
@@ -173,6 +177,7 @@ def _load_beir(folder: Path, split: str | None, name: str | None) -> GoldenSet:
         if qid in texts:
             raise ConfigError(f"{queries_path}:{n}: duplicate query id {qid!r}")
         texts[qid] = text
+        answers[qid] = _beir_answers(queries_path, n, obj)
     unknown = sorted(set(judgments) - set(texts))
     if unknown:
         # Usually the qrels of another collection or language: refuse rather than score less.
@@ -181,7 +186,7 @@ def _load_beir(folder: Path, split: str | None, name: str | None) -> GoldenSet:
             f"e.g. {unknown[0]!r}"
         )
     queries = [
-        GoldenQuery(id=qid, text=text, relevant=judgments[qid])
+        GoldenQuery(id=qid, text=text, relevant=judgments[qid], answers=answers[qid])
         for qid, text in texts.items()
         if qid in judgments
     ]
@@ -193,6 +198,17 @@ def _load_beir(folder: Path, split: str | None, name: str | None) -> GoldenSet:
         sha256=hasher.hexdigest(),
         queries=queries,
     )
+
+
+def _beir_answers(path: Path, line: int, obj: dict[str, Any]) -> list[str]:
+    """Gold answer strings from ``metadata.answers`` (XQuAD, SQuAD-style sets), if any."""
+    metadata = obj.get("metadata")
+    found = metadata.get("answers") if isinstance(metadata, dict) else None
+    if found is None:
+        return []
+    if not isinstance(found, list) or not all(isinstance(a, str) for a in found):
+        raise ConfigError(f"{path}:{line}: 'metadata.answers' must be a list of strings")
+    return found
 
 
 def _qrels_file(folder: Path, split: str | None) -> Path:

@@ -217,7 +217,7 @@ def _draft(doc: Document, unit: Unit, title: str | None, body: str, ordinal: int
             source=doc.source,
             locator=unit.locator,
         ),
-        metadata=dict(doc.metadata),
+        metadata={**doc.metadata, **unit.metadata},
     )
 
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from pypdf import PdfReader
 
 from pgcite._errors import ConfigError, LoadError
-from pgcite._types import Document, Unit
+from pgcite._types import Document, OcrPage, Unit
 from pgcite.ingest._attributes import Attributes, apply
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._dates import DateError, DateRange, date_in_name, parse_dates
@@ -30,6 +30,13 @@ from pgcite.ingest._embedded import (
     html_attributes,
     pdf_attributes,
     split_front_matter,
+)
+from pgcite.ingest._ocr import (
+    IMAGE_SUFFIXES,
+    OcrUnavailable,
+    image_pages,
+    read_page,
+    render_pdf_page,
 )
 from pgcite.ingest._storable import document_problem
 
@@ -41,6 +48,7 @@ SUPPORTED_SUFFIXES: tuple[str, ...] = (
     ".html",
     ".htm",
     ".pdf",
+    *IMAGE_SUFFIXES,
 )
 
 # JSONL keys tried, in order, for each field when the mapping does not name one.
@@ -137,8 +145,11 @@ def iter_documents(
     overrides: Overrides | None = None,
     catalogue: Catalogue | None = None,
     dates_from_names: bool = False,
+    ocr_lang: str = "eng",
 ) -> Iterator[Document | LoadError]:
     """Documents from files and directories (walked recursively), or one error per bad file.
+
+    Images and PDF pages without a text layer are read by OCR in Tesseract's ``ocr_lang``.
 
     A document's fields come from, highest precedence first: ``overrides`` > its ``catalogue``
     row > the file itself (front matter, HTML meta, PDF metadata, JSONL keys) > a date leading
@@ -157,7 +168,7 @@ def iter_documents(
             if catalogue is not None and file.resolve() == catalogue.path:
                 continue  # the catalogue itself (a .jsonl one) is not a document
             try:
-                docs = _load_file(file, rel, mapping)
+                docs = _load_file(file, rel, mapping, ocr_lang)
                 named = date_in_name(file.name) if dates_from_names else None
                 row = catalogue.lookup(rel) if catalogue is not None else None
                 docs = [_layered(doc, named, row, forced) for doc in docs]
@@ -241,7 +252,7 @@ def _claim_ids(docs: list[Document], file: str, seen: dict[str, str]) -> None:
     seen.update((doc.document_id, file) for doc in docs)
 
 
-def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
+def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str) -> list[Document]:
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -251,6 +262,7 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
         return _load_jsonl(data, file.name, mapping)
     doc_id, stem = slugify(rel), file.stem
     attrs: Attributes | None = None
+    pages: list[OcrPage] = []
     if suffix in (".txt", ".md", ".markdown"):
         attrs, text = _front_matter(_decode(data))
         if suffix == ".txt":
@@ -259,10 +271,12 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping) -> list[Document]:
             title, units = _markdown_units(text, stem)
     elif suffix in (".html", ".htm"):
         title, units, attrs = _html_units(_decode_html(data), stem)
+    elif suffix in IMAGE_SUFFIXES:
+        title, (units, pages) = stem, _image_units(data, ocr_lang)
     else:
-        title, units, attrs = _pdf_units(data, stem)
+        title, units, attrs, pages = _pdf_units(data, stem, ocr_lang)
     doc = Document(document_id=doc_id, source=rel, title=title, units=units,
-                   title_guessed=title == stem)
+                   title_guessed=title == stem, ocr_pages=pages)
     return [apply(doc, attrs) if attrs is not None else doc]
 
 
@@ -495,7 +509,10 @@ def _html_units(text: str, stem: str) -> tuple[str, list[Unit], Attributes]:
         tag.decompose()
     title = _html_title(soup) or stem
     root = soup.body or soup
-    return title, _section_units(iter(_html_sections(root)), title), attrs
+    figures: list[Unit] = []
+    units = _section_units(iter(_html_sections(root, figures)), title)
+    return title, units + [f if f.title else f.model_copy(update={"title": title})
+                           for f in figures], attrs
 
 
 def _html_title(soup: BeautifulSoup) -> str | None:
@@ -505,13 +522,19 @@ def _html_title(soup: BeautifulSoup) -> str | None:
     return None
 
 
-def _html_sections(root: Tag) -> list[tuple[tuple[str, ...], str]]:
-    """``(heading path, body)`` for the text before the first heading and after each h1–h6."""
+def _html_sections(root: Tag, figures: list[Unit]) -> list[tuple[tuple[str, ...], str]]:
+    """``(heading path, body)`` for the text before the first heading and after each h1–h6.
+
+    Figures (a ``<figure>``'s caption and alt text, an ``<img>``'s alt text) go to ``figures``
+    as passages of their own, located by their section and number; a caption is not body text.
+    """
     sections: list[tuple[tuple[str, ...], str]] = []
     stack: list[tuple[int, str]] = []
     parts: list[str] = []
     for node in root.descendants:
         if isinstance(node, Tag):
+            if node.name == "figure" or (node.name == "img" and node.find_parent("figure") is None):
+                _add_figure(node, tuple(t for _, t in stack), figures)
             if node.name in _HTML_HEADINGS:
                 sections.append((tuple(t for _, t in stack), _tidy("".join(parts))))
                 level, parts = int(node.name[1]), []
@@ -523,11 +546,34 @@ def _html_sections(root: Tag) -> list[tuple[tuple[str, ...], str]]:
             elif node.name in _HTML_BLOCKS:
                 parts.append("\n\n")
         # Exact type: subclasses are comments, doctypes, CDATA and the like, not reading text.
-        elif type(node) is NavigableString and node.find_parent(_HTML_HEADINGS) is None:
+        elif (type(node) is NavigableString and node.find_parent(_HTML_HEADINGS) is None
+              and node.find_parent("figcaption") is None):
             in_pre = node.find_parent("pre") is not None
             parts.append(str(node) if in_pre else re.sub(r"\s+", " ", str(node)))
     sections.append((tuple(t for _, t in stack), _tidy("".join(parts))))
     return sections
+
+
+def _add_figure(node: Tag, path: tuple[str, ...], figures: list[Unit]) -> None:
+    """A figure's caption and the alt text of its images, as one passage ("figure N")."""
+    caption_tag = node.find("figcaption") if node.name == "figure" else None
+    caption = _squash(caption_tag.get_text(" ")) if isinstance(caption_tag, Tag) else ""
+    images = [node] if node.name == "img" else [i for i in node.find_all("img")
+                                                 if isinstance(i, Tag)]
+    alts = [_squash(str(i.get("alt") or "")) for i in images]
+    alts = [a for a in dict.fromkeys(alts) if a and a != caption]  # once each, not the caption
+    text = "\n".join(t for t in (caption, *alts) if t)
+    if not text:
+        return  # a decorative image (alt="") says nothing to cite
+    number = len(figures) + 1
+    label = " > ".join(p for p in path if p)
+    sources = [str(i.get("src")) for i in images if i.get("src")]
+    figures.append(Unit(
+        text=text, title=label or None,
+        locator=f"{label}, figure {number}" if label else f"figure {number}",
+        metadata={"figure": {"number": number, "caption": caption or None, "alt": alts,
+                             "src": sources}},
+    ))
 
 
 def _squash(text: str) -> str:
@@ -544,8 +590,10 @@ def _tidy(text: str) -> str:
 # --- PDF -------------------------------------------------------------------------------------
 
 
-def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit], Attributes]:
-    """One unit per page with text, located as ``p. N``."""
+def _pdf_units(data: bytes, stem: str,
+               ocr_lang: str) -> tuple[str, list[Unit], Attributes, list[OcrPage]]:
+    """One unit per page with a text layer, located as ``p. N``; a page without one is read by
+    OCR (one unit per text block, ``p. N, block K``)."""
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
@@ -558,13 +606,53 @@ def _pdf_units(data: bytes, stem: str) -> tuple[str, list[Unit], Attributes]:
         raise
     except Exception as exc:  # pypdf raises many exception types on damaged files
         raise _Unreadable(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
-    units = [
-        Unit(text=text.strip(), locator=f"p. {number}")
-        for number, text in enumerate(pages, start=1)
-        if text.strip()
-    ]
+    units: list[Unit] = []
+    read: list[OcrPage] = []
+    for number, text in enumerate(pages, start=1):
+        if text.strip():
+            units.append(Unit(text=text.strip(), locator=f"p. {number}"))
+        else:  # scanned: an image only
+            page_units, summary = _ocr_pdf_page(data, number, ocr_lang)
+            units += page_units
+            read.append(summary)
     if not units:
-        # Scanned PDFs have images only; silently indexing nothing would hide that.
-        raise _Unreadable("no extractable text on any page (a scanned PDF needs OCR first)")
+        unavailable = next((p.error for p in read if p.error), None)
+        raise _Unreadable(f"no page has a text layer, and it {unavailable}" if unavailable
+                          else "no text on any page, not even by OCR")
     title = meta_title.strip() if isinstance(meta_title, str) and meta_title.strip() else stem
-    return title, units, attrs
+    return title, units, attrs, read
+
+
+def _ocr_pdf_page(data: bytes, number: int, lang: str) -> tuple[list[Unit], OcrPage]:
+    """OCR of one PDF page. Where OCR cannot run, the page is reported as not read (a PDF with a
+    text layer elsewhere keeps those pages; one without any fails, saying what to install)."""
+    try:
+        return read_page(render_pdf_page(data, number - 1), number, lang)
+    except OcrUnavailable as exc:
+        return [], OcrPage(page=number, confidence=None, words=0, low=True, error=str(exc))
+    except Exception as exc:  # pdfium on a damaged page
+        raise _Unreadable(f"cannot render page {number} for OCR ({type(exc).__name__}: "
+                          f"{exc})") from exc
+
+
+# --- images ----------------------------------------------------------------------------------
+
+
+def _image_units(data: bytes, lang: str) -> tuple[list[Unit], list[OcrPage]]:
+    """A scanned page (or several, in a multi-page TIFF) read by OCR."""
+    try:
+        images = image_pages(data)
+    except Exception as exc:  # Pillow raises many types on damaged or unknown images
+        raise _Unreadable(f"not a readable image ({type(exc).__name__}: {exc})") from exc
+    units: list[Unit] = []
+    read: list[OcrPage] = []
+    for number, image in enumerate(images, start=1):
+        try:
+            page_units, summary = read_page(image, number, lang)
+        except OcrUnavailable as exc:
+            raise _Unreadable(f"an image {exc}") from exc
+        units += page_units
+        read.append(summary)
+    if not units:
+        raise _Unreadable("OCR recognised no text in the image")
+    return units, read

@@ -17,16 +17,18 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, LoadError
 from pgcite._progress import progress_bar
-from pgcite._types import ChunkDraft, Document
+from pgcite._types import UNIT_METADATA_KEYS, ChunkDraft, Document
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._registry import embedder_for, load_embedder
+from pgcite.ingest import _ocr
 from pgcite.ingest._attributes import Attributes, keep_stored
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
@@ -60,6 +62,15 @@ class Failure(BaseModel):
     reason: str
 
 
+class LowConfidencePage(BaseModel):
+    """A page read by OCR whose text needs a human look: ingested, but flagged."""
+
+    path: str
+    page: int
+    confidence: float | None  # mean word confidence 0-100; None: no word recognised
+    reason: str
+
+
 class IngestReport(BaseModel):
     """The summary printed at the end of an ingest."""
 
@@ -75,6 +86,8 @@ class IngestReport(BaseModel):
     situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
     situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header
     failed: list[Failure] = Field(default_factory=list)
+    ocr_pages: int = 0  # pages read by OCR (images, PDF pages without a text layer)
+    low_confidence: list[LowConfidencePage] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # e.g. catalogue rows naming no file
     snapshot_id: int | None = None
     activated: bool = False
@@ -143,12 +156,12 @@ def embed_texts(
 
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
-    report: IngestReport, catalogue: Path | None, dates_from_names: bool,
+    report: IngestReport, catalogue: Path | None, dates_from_names: bool, ocr_lang: str,
 ) -> list[Document]:
     docs: dict[str, Document] = {}
     cat = Catalogue.read(catalogue) if catalogue is not None else None
     for item in iter_documents(paths, mapping=mapping, overrides=overrides, catalogue=cat,
-                               dates_from_names=dates_from_names):
+                               dates_from_names=dates_from_names, ocr_lang=ocr_lang):
         if isinstance(item, LoadError):
             report.failed.append(Failure(path=item.path, reason=item.reason))
         elif item.document_id in docs:
@@ -156,10 +169,23 @@ def _load(
                 path=item.source, reason=f"duplicate document id {item.document_id!r}"))
         else:
             docs[item.document_id] = item
+            _note_ocr(item, report)
     if cat is not None:
         report.warnings += [f"catalogue {cat.path}: no file matches {key!r}"
                             for key in cat.unmatched()]
     return list(docs.values())
+
+
+def _note_ocr(doc: Document, report: IngestReport) -> None:
+    """Count the document's OCR-read pages and flag the ones read poorly or not at all."""
+    report.ocr_pages += sum(page.error is None for page in doc.ocr_pages)
+    for page in doc.ocr_pages:
+        if not page.low:
+            continue
+        reason = ((page.error or "no text recognised") if page.confidence is None
+                  else f"mean OCR confidence {page.confidence:g} < {_ocr.LOW_CONFIDENCE:g}")
+        report.low_confidence.append(LowConfidencePage(
+            path=doc.source, page=page.page, confidence=page.confidence, reason=reason))
 
 
 def _keep_stored(db: Database, info: CollectionInfo, docs: list[Document],
@@ -175,8 +201,16 @@ def _keep_stored(db: Database, info: CollectionInfo, docs: list[Document],
     given = overrides or Overrides()
     explicit = [f for f in ("author", "corpus") if getattr(given, f) is not None]
     explicit += ["dates"] if given.date is not None else []
-    return [keep_stored(doc, Attributes(**stored[doc.document_id]), explicit=explicit)
+    return [keep_stored(doc, _document_level(stored[doc.document_id]), explicit=explicit)
             if doc.document_id in stored else doc for doc in docs]
+
+
+def _document_level(stored: dict[str, Any]) -> Attributes:
+    """What a document's first chunk stored, less the keys its unit added (the OCR region of
+    that chunk is no metadata of the whole document)."""
+    metadata = {k: v for k, v in (stored.get("metadata") or {}).items()
+                if k not in UNIT_METADATA_KEYS}
+    return Attributes(**{**stored, "metadata": metadata})
 
 
 def is_undated(doc: Document) -> bool:
@@ -222,8 +256,9 @@ def ingest(
                 else other_embedder(db, info, embedder_id, settings, replace=replace))
     spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
-    docs = _keep_stored(db, info, _load(paths, mapping, overrides, report, catalogue,
-                                        dates_from_names), overrides)
+    loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
+                   _ocr.tesseract_language(info.ts_config))
+    docs = _keep_stored(db, info, loaded, overrides)
     report.documents = len(docs)
     report.undated = sum(is_undated(doc) for doc in docs)
     hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}

@@ -182,7 +182,7 @@ def store_model(conn: psycopg.Connection, collection: str, model: AnswerabilityM
         raise ConfigError(f"no collection named {collection!r}")
 
 
-def abstention_reason(result: SearchResult, model: AnswerabilityModel | None,
+def answerability_refusal(result: SearchResult, model: AnswerabilityModel | None,
                       threshold: float | None) -> str | None:
     """Why to abstain on this retrieval (None: answer). A fitted model decides when it can
     score the result; otherwise the bare best-cosine ``threshold`` does (None: never)."""

@@ -74,7 +74,7 @@ Text = Annotated[str | None, Form(max_length=200)]
 def upload(
     access: Admin, state: State,
     files: Annotated[list[UploadFile], File(description="documents (.jsonl .txt .md .html "
-                                                        ".pdf)")],
+                                                        ".pdf; scans .png .jpg .tif by OCR)")],
     author: Text = None, corpus: Text = None, corpus_version: Text = None,
 ) -> Any:
     """Ingest files into a NEW, inactive snapshot (the live one is untouched); activate it with

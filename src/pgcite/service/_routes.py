@@ -8,7 +8,6 @@ import psycopg
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 
-from pgcite.answer._extractive import ExtractiveGenerator
 from pgcite.answer._types import Answer
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.service._auth import Access, Principal, principal, reader_access
@@ -94,7 +93,7 @@ def search(body: SearchBody, access: Reader, state: State) -> Any:
 def answer(body: AnswerBody, access: Reader, state: State) -> Any:
     """A grounded answer: every citation is one of its sources, or it abstains. Optional
     self-checks (grade, corrective, sufficiency) leave their steps in ``trace``."""
-    generator = ExtractiveGenerator() if body.generator == "extractive" else state.generator
+    generator = None if body.generator == "extractive" else state.generator  # None: default
     threshold = body.threshold if body.threshold is not None else state.config.threshold
     options: dict[str, Any] = dict(
         top_k=body.top_k, mode=body.mode, filters=body.to_filters(),

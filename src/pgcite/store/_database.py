@@ -12,7 +12,8 @@ from pgvector.psycopg import register_vector
 from pgcite._errors import DatabaseError
 from pgcite.config import Settings
 from pgcite.store._migrations import migrate, migrate_collections
-from pgcite.store._server import embedded_url
+from pgcite.store._server import embedded_server
+from pgcite.store._supervisor import Supervisor
 
 MIN_PGVECTOR = (0, 8)
 
@@ -24,17 +25,20 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 class Database:
     """A PostgreSQL server with pgvector ≥ 0.8 and pgcite's registry schema."""
 
-    def __init__(self, url: str, *, embedded: bool) -> None:
+    def __init__(self, url: str, *, embedded: bool, supervisor: Supervisor | None = None) -> None:
         self.url = url
         self.embedded = embedded
+        self.supervisor = supervisor  # the embedded server's; None for a server named by URL
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Database:
         """Resolve the server (starting the embedded one if needed), check it, migrate it."""
         settings = settings or Settings()
-        embedded = settings.database_url is None
-        url = embedded_url(settings.data_dir) if embedded else str(settings.database_url)
-        db = cls(url, embedded=embedded)
+        if settings.database_url is None:
+            server = embedded_server(settings.data_dir)
+            db = cls(server.get_uri(), embedded=True, supervisor=Supervisor(server))
+        else:
+            db = cls(str(settings.database_url), embedded=False)
         with db.connect(register=False) as conn:
             db._check_pgvector(conn)
             migrate(conn, "registry", component="registry")
@@ -43,6 +47,7 @@ class Database:
 
     def connect(self, *, autocommit: bool = False, register: bool = True) -> psycopg.Connection:
         """A new connection with the pgvector types registered."""
+        self.check_alive()
         try:
             conn = psycopg.connect(self.url, autocommit=autocommit)
         except psycopg.OperationalError as exc:
@@ -54,6 +59,16 @@ class Database:
         if register:
             register_vector(conn)
         return conn
+
+    def check_alive(self) -> None:
+        """Raise DatabaseError at once if the embedded server died (it is being restarted)."""
+        if self.supervisor is not None:
+            self.supervisor.check()
+
+    @property
+    def generation(self) -> int:
+        """How many times the embedded server was restarted: older connections are dead."""
+        return self.supervisor.generation if self.supervisor is not None else 0
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:

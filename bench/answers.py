@@ -1,0 +1,261 @@
+"""The answer benchmark: what the answerers say, scored without a model against gold answer
+strings and gold evidence (evaluate/_answers.py) — XQuAD en and ar (first N questions each)
+and the Pepys golden set — with baselines, the previous answerer, the precise one and its
+ablations (and an OpenAI-compatible model, if given) side by side over the same retrievals.
+
+    python bench/answers.py --limit 300                      # writes bench/results/answers/
+    python bench/answers.py --llm-base-url http://localhost:8080/v1 --llm-model my-model
+
+Every variant answers from the same SearchResult per question (one retrieval, hybrid, top 5,
+the answer defaults) through the real pipeline (abstention, citation and attribution checks).
+Sentence embeddings are memoised per text, so only the first embedding variant pays for them:
+its generate latency is the one reported as the precise answerer's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from _common import DATA, RESULTS, client
+
+import pgcite
+from pgcite.answer import (
+    AnswerSettings,
+    ExtractiveGenerator,
+    GenerationRequest,
+    Generator,
+    OpenAIChatGenerator,
+    answer_question,
+)
+from pgcite.answer._precise import PreciseGenerator, PreciseOptions
+from pgcite.answer._qtype import question_kind
+from pgcite.answer._sentences import split_sentences
+from pgcite.embed._base import Embedder, Vectors
+from pgcite.embed._registry import embedder_for_key
+from pgcite.evaluate import GoldenQuery, load_golden
+from pgcite.evaluate._answers import (
+    AnswerRecord,
+    collection_passages,
+    score_answer,
+    summarize_by_kind,
+)
+from pgcite.retrieve import SearchResult
+
+OUT = RESULTS / "answers"
+# (name, collection, golden path, take the first --limit queries?)
+DATASETS = [
+    ("xquad-en", "xquad_en_e5", DATA / "xquad" / "en", True),
+    ("xquad-ar", "xquad_ar_e5", DATA / "xquad" / "ar", True),
+    ("pepys", "pepys", DATA / "pepys-diary" / "golden.jsonl", False),
+]
+
+
+class LeadGenerator:
+    """Baseline: the top passage's first sentences, citing it."""
+
+    name = "lead"
+
+    def __init__(self, sentences: int = 2) -> None:
+        self.sentences = sentences
+
+    def generate(self, request: GenerationRequest) -> str:
+        top = request.passages[0]
+        lead = " ".join(split_sentences(top.text)[: self.sentences])
+        return f"{lead.replace('[', '(').replace(']', ')')} [{top.id}]"
+
+
+class MemoEmbedder:
+    """An embedder that remembers each text's vector (the variants share one question's)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.spec = inner, inner.spec
+        self.docs: dict[str, np.ndarray] = {}
+        self.queries: dict[str, Vectors] = {}
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        todo = [t for t in dict.fromkeys(texts) if t not in self.docs]
+        if todo:
+            for text, vector in zip(todo, self.inner.embed_documents(todo), strict=True):
+                self.docs[text] = vector
+        return np.stack([self.docs[t] for t in texts]).astype(np.float32)
+
+    def embed_query(self, text: str) -> Vectors:
+        if text not in self.queries:
+            self.queries[text] = self.inner.embed_query(text)
+        return self.queries[text]
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+
+Factory = Callable[[Embedder | None, str], Generator]
+
+
+def variants(llm: tuple[str, str] | None) -> dict[str, Factory]:
+    def precise(**changes: Any) -> Factory:
+        return lambda emb, lang: PreciseGenerator(
+            embedder=emb, language=lang, options=PreciseOptions(**changes))
+
+    out: dict[str, Factory] = {
+        "baseline: top passage, first 2 sentences": lambda emb, lang: LeadGenerator(2),
+        "baseline: top passage, first sentence": lambda emb, lang: LeadGenerator(1),
+        "extractive (previous default)": lambda emb, lang: ExtractiveGenerator(),
+        "precise (new default)": precise(),
+        "precise, 1 sentence": precise(max_sentences=1),
+        "precise, 3 sentences": precise(max_sentences=3, follow_ratio=0.7),
+        "precise − embedding": precise(embedding=0.0),
+        "precise − bm25": precise(bm25=0.0),
+        "precise − rank": precise(rank=0.0),
+        "precise − answer type": precise(answer_type=0.0),
+    }
+    if llm is not None:
+        base_url, model = llm
+        out[f"llm: {model}"] = lambda emb, lang: OpenAIChatGenerator(
+            base_url=base_url, model=model, timeout_s=120.0)
+    return out
+
+
+def with_kind(query: GoldenQuery, beir: bool) -> GoldenQuery:
+    """XQuAD queries get their question word as kind (Pepys keeps its judged kinds)."""
+    return query.model_copy(update={"kind": question_kind(query.text)}) if beir else query
+
+
+def run_dataset(col: pgcite.Collection, queries: list[GoldenQuery],
+                factories: dict[str, Factory]) -> tuple[dict[str, list[AnswerRecord]], float]:
+    snap = col.active_snapshot()
+    embedder = MemoEmbedder(embedder_for_key(snap.embed_model, col.client.settings))
+    settings = AnswerSettings(persona_author=col.info.settings.persona_author,
+                              language=col.info.ts_config)
+    generators = {name: make(embedder, settings.language) for name, make in factories.items()}
+    passages = collection_passages(col)
+    records: dict[str, list[AnswerRecord]] = {name: [] for name in generators}
+    retrieval: list[float] = []
+    for n, query in enumerate(queries, 1):
+        started = time.perf_counter()
+        result = col.search(query.text, top_k=5, mode="hybrid", cutoff=query.cutoff,
+                            snapshot_id=snap.snapshot_id)
+        retrieval.append((time.perf_counter() - started) * 1000)
+
+        def search(text: str, *, top_k: int, mode: str, filters: Any, stages: Any,
+                   result: SearchResult = result) -> SearchResult:
+            return result
+
+        for name, generator in generators.items():
+            answer = answer_question(search, query.text, settings=settings, embedder=embedder,
+                                     generator=generator)
+            records[name].append(score_answer(
+                query, answer=answer.answer, abstained=answer.abstained,
+                cited=answer.citations, passages=passages,
+                latency_ms=answer.timings_ms.get("generate", 0.0)))
+        if n % 25 == 0:
+            print(f"  {n}/{len(queries)}", file=sys.stderr)
+    return records, statistics.median(retrieval)
+
+
+def write_runs(name: str, records: dict[str, list[AnswerRecord]]) -> None:
+    runs = OUT / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    with (runs / f"{name}.jsonl").open("w", encoding="utf-8") as handle:
+        for variant, rows in records.items():
+            for row in rows:
+                handle.write(json.dumps({"variant": variant, **row.model_dump()},
+                                        ensure_ascii=False) + "\n")
+
+
+COLUMNS = [("containment", "contains"), ("first_sentence_containment", "1st sent."),
+           ("citation_precision", "cit. prec."), ("cites_only_evidence", "only evidence"),
+           ("citation_recall", "cit. recall"), ("words", "words"),
+           ("abstain_answerable", "abstain (answerable)"), ("abstain_absent", "abstain (absent)"),
+           ("latency_ms_p50", "generate p50 ms")]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value <= 1 else f"{value:.1f}"
+    return str(value)
+
+
+def report(summary: dict[str, Any]) -> str:
+    lines = ["# Answer benchmark", "",
+             "Scored without a model (evaluate/_answers.py). contains / 1st sent.: a gold answer "
+             "string in the answer / its first sentence (abstaining counts as a miss); cit. prec.: "
+             "share of cited passages that are the judged evidence or contain a gold string; only "
+             "evidence: answers citing nothing else; cit. recall: the judged evidence is cited; "
+             "words: answer length; generate p50: the answerer alone (retrieval is shared).", ""]
+    for name, data in summary["datasets"].items():
+        lines += [f"## {name}", "", f"{data['queries']} queries, collection `{data['collection']}` "
+                  f"({data['embedding_model']}), retrieval p50 {data['retrieval_ms_p50']} ms. "
+                  f"Command: `{data['command']}`", ""]
+        lines.append("| variant | " + " | ".join(c[1] for c in COLUMNS) + " |")
+        lines.append("|---|" + "---|" * len(COLUMNS))
+        for variant, kinds in data["variants"].items():
+            row = kinds["all"]
+            lines.append(f"| {variant} | " + " | ".join(_cell(row[c[0]]) for c in COLUMNS) + " |")
+        lines += ["", "Per query kind (precise vs previous):", "",
+                  "| kind | n | previous: contains / 1st / prec. | precise: contains / 1st / prec. |",
+                  "|---|---|---|---|"]
+        old, new = data["variants"]["extractive (previous default)"], data["variants"][
+            "precise (new default)"]
+        for kind in [k for k in new if k != "all"]:
+            def trio(d: dict[str, Any]) -> str:
+                return " / ".join(_cell(d[k]) for k in ("containment",
+                                  "first_sentence_containment", "citation_precision"))
+            lines.append(f"| {kind} | {new[kind]['queries']} | {trio(old[kind])} | "
+                         f"{trio(new[kind])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=300, help="first N XQuAD questions")
+    parser.add_argument("--sample", type=int, help="only this many of them, evenly spaced")
+    parser.add_argument("--datasets", nargs="*", default=[d[0] for d in DATASETS])
+    parser.add_argument("--pepys-collection", default="pepys",
+                        help="the Pepys collection (bench/pepys.py builds 'pepys')")
+    parser.add_argument("--llm-base-url", help="an OpenAI-compatible endpoint (…/v1)")
+    parser.add_argument("--llm-model", help="its model name")
+    args = parser.parse_args()
+    llm = (args.llm_base_url, args.llm_model) if args.llm_base_url and args.llm_model else None
+    factories = variants(llm)
+    command = "python bench/answers.py " + " ".join(sys.argv[1:])
+    ran: dict[str, Any] = {}
+    with client() as c:
+        for name, collection, path, beir in DATASETS:
+            if name not in args.datasets:
+                continue
+            col = c.collection(args.pepys_collection if name == "pepys" else collection)
+            golden = load_golden(path)
+            queries = [with_kind(q, beir) for q in golden.queries]
+            if beir:  # the first --limit questions, or --sample of them evenly spaced
+                queries = queries[: args.limit]
+                queries = queries[:: max(1, len(queries) // args.sample)] if args.sample else queries
+            print(f"{name}: {len(queries)} queries on {col.name}", file=sys.stderr)
+            records, retrieval_ms = run_dataset(col, queries, factories)
+            write_runs(name, records)
+            ran[name] = {
+                "command": command, "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
+                "queries": len(queries), "retrieval_ms_p50": round(retrieval_ms, 1),
+                "variants": {v: summarize_by_kind(r) for v, r in records.items()}}
+    # Datasets not run this time keep their last figures (each says the command it came from);
+    # read just before writing, so runs of different datasets side by side do not clobber.
+    OUT.mkdir(parents=True, exist_ok=True)
+    previous = OUT / "summary.json"
+    summary = json.loads(previous.read_text()) if previous.exists() else {"datasets": {}}
+    summary["datasets"].update(ran)
+    (OUT / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    (OUT / "report.md").write_text(report(summary) + "\n")
+    print(f"wrote {OUT}/summary.json, report.md", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

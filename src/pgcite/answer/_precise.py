@@ -1,0 +1,188 @@
+"""The default generator: no model. It picks the sentences of the retrieved passages that answer
+the question, best first, and cites for each exactly the passage it quotes.
+
+Each candidate sentence gets a score from four signals, each scaled to [0, 1] over the
+candidates of this answer and weighted (:class:`PreciseOptions`):
+
+- BM25 of the question over the candidate *sentences* (words in the collection's language:
+  English stop words and stemming, Arabic article and clitic stripping, else plain words);
+- the cosine similarity of the sentence to the question under the collection's own embedding
+  model (all candidates in one embedder call per answer; skipped without an embedder);
+- the fused rank of the passage the sentence comes from (1 / rank);
+- an answer-type cue: "when" asks for a date, "how many" for a number, "who" for a name
+  (:mod:`pgcite.answer._qtype`).
+
+The best sentence comes first, so that the first sentence answers the question. Others follow
+only if they score close to it, say something new (word overlap below ``redundancy``) and fit
+the length budget.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from pgcite.answer._extractive import _STOPWORDS, _speaker, _stem, _window, content_words
+from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
+from pgcite.answer._sentences import split_sentences
+from pgcite.answer._types import ContextPassage, GenerationRequest
+from pgcite.embed._base import Embedder
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
+_AR_PREFIXES = ("وبال", "وال", "بال", "كال", "فال", "لل", "ال", "و", "ب", "ل", "ف")
+_AR_STOPWORD_TEXT = """
+في من على إلى الى عن مع هو هي هم ما ماذا متى كم أين اين كيف لماذا التي الذي الذين هذا هذه ذلك
+تلك كان كانت أن ان أو او لا لم لن قد ثم بين عند كل بعد قبل حتى أي اي
+"""
+_AR_STOPWORDS = frozenset(_AR_STOPWORD_TEXT.split())
+K1, B = 1.2, 0.75
+
+
+class PreciseOptions(BaseModel):
+    """Weights of the sentence signals and the shape of the answer (ablations set a weight 0)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bm25: float = Field(default=1.0, ge=0)
+    embedding: float = Field(default=1.0, ge=0)
+    rank: float = Field(default=0.3, ge=0)
+    answer_type: float = Field(default=0.3, ge=0)
+    max_sentences: int = Field(default=2, ge=1, le=10)
+    max_words: int = Field(default=60, ge=5)  # the whole answer's quotes, not one sentence
+    follow_ratio: float = Field(default=0.85, ge=0, le=1)  # a later sentence scores ≥ this × best
+    redundancy: float = Field(default=0.5, gt=0, le=1)  # skip a sentence this similar (Jaccard)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    passage: ContextPassage
+    position: int
+    text: str
+    terms: tuple[str, ...]
+
+
+def terms(text: str, language: str) -> list[str]:
+    """Index words of ``text`` for the collection's text-search language."""
+    bare = "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold())
+                   if unicodedata.category(ch) != "Mn")
+    words = [w.replace("’", "'") for w in _WORD.findall(bare)]
+    if language == "english":
+        return [_stem(w) for w in words if w not in _STOPWORDS and (len(w) > 1 or w.isdigit())]
+    if language == "arabic":
+        return [_arabic_stem(w) for w in words if w not in _AR_STOPWORDS]
+    return words
+
+
+def _arabic_stem(word: str) -> str:
+    for prefix in _AR_PREFIXES:
+        if word.startswith(prefix) and len(word) - len(prefix) >= 3:
+            return word[len(prefix):]
+    return word
+
+
+class PreciseGenerator:
+    """Quote the sentences that answer the question, best first, each citing its passage."""
+
+    name = "extractive"
+
+    def __init__(self, *, embedder: Embedder | None = None, language: str = "english",
+                 options: PreciseOptions | None = None) -> None:
+        self.embedder, self.language = embedder, language
+        self.options = options or PreciseOptions()
+
+    def generate(self, request: GenerationRequest) -> str:
+        chosen = self.select(request.question, request.passages)
+        if not chosen:
+            return request.abstention_text
+        question = content_words(request.question)
+        return "\n".join(self._line(s, question, request.persona) for s in chosen)
+
+    def select(self, question: str, passages: list[ContextPassage]) -> list[Sentence]:
+        """The sentences to quote, best first."""
+        sentences = [Sentence(p, i, s, tuple(terms(s, self.language)))
+                     for p in passages for i, s in enumerate(split_sentences(p.text))]
+        if not sentences:
+            return []
+        scores = self.scores(question, sentences)
+        if scores is None:
+            return []
+        order = sorted(range(len(sentences)), key=lambda i: (-scores[i],
+                       sentences[i].passage.rank, sentences[i].position))
+        return self._pick([sentences[i] for i in order], [scores[i] for i in order])
+
+    def scores(self, question: str, sentences: list[Sentence]) -> list[float] | None:
+        """Each sentence's weighted score (None: nothing ties any sentence to the question)."""
+        o = self.options
+        lexical = _scaled(_bm25(terms(question, self.language), [s.terms for s in sentences]))
+        dense = self._similarities(question, sentences) if o.embedding > 0 else None
+        if not any(lexical) and dense is None:
+            return None  # no question word anywhere and no embedder: quote nothing
+        kind = question_kind(question)
+        cue = [float(has_answer_type(kind, s.text)) if cue_applies(kind) else 0.0
+               for s in sentences]
+        return [o.bm25 * lexical[i] + o.embedding * (dense[i] if dense is not None else 0.0)
+                + o.rank / s.passage.rank + o.answer_type * cue[i]
+                for i, s in enumerate(sentences)]
+
+    def _similarities(self, question: str, sentences: list[Sentence]) -> list[float] | None:
+        if self.embedder is None:
+            return None
+        query = self.embedder.embed_query(question).reshape(-1)
+        matrix = self.embedder.embed_documents([s.text for s in sentences])  # one call
+        return _scaled([float(v) for v in np.asarray(matrix) @ query])
+
+    def _pick(self, ranked: list[Sentence], scores: list[float]) -> list[Sentence]:
+        o = self.options
+        picked = [ranked[0]]
+        words = len(ranked[0].text.split())
+        for sentence, score in zip(ranked[1:], scores[1:], strict=True):
+            if len(picked) == o.max_sentences or score < o.follow_ratio * scores[0]:
+                break
+            size = len(sentence.text.split())
+            if words + size > o.max_words or any(
+                    _jaccard(sentence.terms, p.terms) >= o.redundancy for p in picked):
+                continue
+            picked.append(sentence)
+            words += size
+        return picked
+
+    def _line(self, sentence: Sentence, question: set[str], persona: str | None) -> str:
+        quote = _window(sentence.text, question, self.options.max_words)
+        quote = quote.replace("[", "(").replace("]", ")")
+        passage = sentence.passage
+        if not passage.author and not passage.date:
+            return f"{quote} [{passage.id}]"  # nobody to attribute it to: the sentence itself
+        return f"{_speaker(passage, persona)}: “{quote}” [{passage.id}]"
+
+
+def _bm25(query: list[str], docs: list[tuple[str, ...]]) -> list[float]:
+    """Okapi BM25 of ``query`` against each of ``docs`` (the candidate sentences)."""
+    n = len(docs)
+    avg = sum(len(d) for d in docs) / n or 1.0
+    df = Counter(t for d in docs for t in set(d))
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in set(query)}
+    out = []
+    for doc in docs:
+        tf = Counter(doc)
+        out.append(sum(idf[t] * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - B + B * len(doc) / avg))
+                       for t in set(query) if tf[t]))
+    return out
+
+
+def _scaled(values: list[float]) -> list[float]:
+    """Min-max to [0, 1] over this answer's candidates (all equal: 1 if positive, else 0)."""
+    low, high = min(values), max(values)
+    if high == low:
+        return [1.0 if high > 0 else 0.0 for _ in values]
+    return [(v - low) / (high - low) for v in values]
+
+
+def _jaccard(a: tuple[str, ...], b: tuple[str, ...]) -> float:
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / len(sa | sb) if sa | sb else 1.0

@@ -1,0 +1,65 @@
+"""What kind of answer a question asks for, and whether a sentence holds one (answer-type cues).
+
+English and Arabic question words; anything else is "other" and gives no cue. A cue only
+says a sentence has a token of the right shape (a date, a number, a name); it never decides.
+"""
+
+from __future__ import annotations
+
+import re
+
+QUESTION_KINDS = ("when", "how many", "who", "where", "which", "what", "why", "how", "other")
+_EN = [
+    ("how many", r"how (?:many|much|long|old|far|large|big|tall|often)"),
+    ("when", r"when|what (?:year|date|day|month|century|time)|in what year|in which year"),
+    ("who", r"who|whom|whose"),
+    ("where", r"where"),
+    ("which", r"which"),
+    ("what", r"what"),
+    ("why", r"why"),
+    ("how", r"how"),
+]
+_AR = [
+    ("how many", r"كم"),
+    ("when", r"متى|في أي عام|في أي سنة"),
+    ("who", r"من|لمن"),
+    ("where", r"أين|اين"),
+    ("which", r"أي|اي"),
+    ("what", r"ما|ماذا|مالذي|ما هو|ما هي"),
+    ("why", r"لماذا|لم"),
+    ("how", r"كيف"),
+]
+_PATTERNS = [(kind, re.compile(rf"(?:^|[\s,؛،]){words}(?=[\s؟?]|$)", re.IGNORECASE))
+             for kind, words in [*_EN, *_AR]]
+_MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
+           "december|يناير|فبراير|مارس|أبريل|مايو|يونيو|يوليو|أغسطس|سبتمبر|أكتوبر|نوفمبر|ديسمبر")
+_DATE = re.compile(rf"\b(?:1[0-9]{{3}}|20[0-9]{{2}})s?\b|[١٢][٠-٩]{{3}}|(?:{_MONTHS})|"
+                   r"\bcentury\b|القرن", re.IGNORECASE)
+_NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
+                 "thirty|forty|fifty|hundred|thousand|million|billion|dozen|half")
+_NUMBER = re.compile(rf"[0-9٠-٩]|\b(?:{_NUMBER_WORDS})\b|مليون|ألف|مئة|مائة", re.IGNORECASE)
+# A capitalised word that does not open the sentence: a crude name detector (Latin script).
+_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
+
+
+def question_kind(question: str) -> str:
+    """The first question word's kind ("how many" before "how", "when" before "what")."""
+    text = f" {question.strip()}"
+    found = [(m.start(), n, kind) for n, (kind, pattern) in enumerate(_PATTERNS)
+             if (m := pattern.search(text))]
+    return min(found)[2] if found else "other"
+
+
+def has_answer_type(kind: str, sentence: str) -> bool:
+    """Does the sentence hold a token of the shape ``kind`` asks for?"""
+    if kind == "when":
+        return bool(_DATE.search(sentence))
+    if kind == "how many":
+        return bool(_NUMBER.search(sentence))
+    if kind == "who":
+        return bool(_NAME.search(sentence))
+    return False
+
+
+def cue_applies(kind: str) -> bool:
+    return kind in ("when", "how many", "who")

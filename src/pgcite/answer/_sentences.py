@@ -1,0 +1,99 @@
+"""Sentence splitting for quoting: whole sentences out of hard-wrapped, old or Arabic text.
+
+A passage is first cut into paragraphs at blank lines. Inside a paragraph a line break is
+*soft* (the text was wrapped to a width, so the lines are joined with a space) unless the next
+line opens a block of its own (a list item, a heading, a quote, a table row) or the line before
+it is a title (a heading, or short with no closing punctuation). A sentence then ends at
+``. ! ? ؟ ۔`` (with closing quotes, brackets and citations ``[id]`` kept on it) followed by
+space, and at the CJK marks ``。！？`` without any — but not after an initial ("Sir W. Pen"), a
+known abbreviation ("Mr.", "St.", "e.g."), before a lowercase word (the diary's "so. and then"),
+or "No." before a number.
+
+A hand-written splitter, not a library: pysbd (last release 2021) was the candidate, and
+these few rules cover what the answer needs (English, the Pepys diary, Arabic) with tests.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A candidate end: the marks, closing quotes/brackets, then any citations; the rules in
+# _is_end decide. Latin and Arabic marks need a space (or the end) after them, CJK marks not.
+_CANDIDATE = re.compile(
+    r"(?:[.!?؟۔]+[\"'”’»)\]]*(?:\s*\[[^\[\]\n]*\])*(?=\s|$)"
+    r"|[。！？]+[”’」』)）]*(?:\s*\[[^\[\]\n]*\])*)"
+)
+_ABBREVIATION_TEXT = """
+mr mrs ms messrs dr st sr jr prof capt col gen lt sgt rev hon gov mt ft vs viz cf e.g i.e
+esp approx dept univ inc ltd co jan feb mar apr jun jul aug sep sept oct nov dec
+"""
+ABBREVIATIONS = frozenset(_ABBREVIATION_TEXT.split())
+_BLOCK_START = re.compile(r"\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#|>|\|)")
+_TITLE_MAX = 40  # a shorter line without closing punctuation reads as a title, not a wrap
+_CLOSING = ".!?؟۔。！？:;\"'”’»)]"
+
+
+def split_sentences(text: str, *, keep_lines: bool = False) -> list[str]:
+    """Sentences (with their trailing citations), in reading order, whitespace-trimmed.
+
+    ``keep_lines``: every line break ends a sentence — for generated answers, which put one
+    cited claim a line; source passages are unwrapped (see the module doc).
+    """
+    out: list[str] = []
+    for block in _blocks(text, keep_lines=keep_lines):
+        start = 0
+        for match in _CANDIDATE.finditer(block):
+            if _is_end(block, match):
+                out.append(block[start:match.end()].strip())
+                start = match.end()
+        out.append(block[start:].strip())
+    return [s for s in out if s]
+
+
+def _blocks(text: str, *, keep_lines: bool) -> list[str]:
+    """Runs of text inside which no line break is left: paragraphs with soft breaks joined."""
+    if keep_lines:
+        return text.splitlines()
+    blocks: list[str] = []
+    for paragraph in re.split(r"\n[ \t]*\n", text):
+        lines = [line.strip() for line in paragraph.splitlines() if line.strip()]
+        current = ""
+        for line in lines:
+            if current and _soft(current, line):
+                current = current + line if current.endswith("-") else f"{current} {line}"
+            else:
+                if current:
+                    blocks.append(current)
+                current = line
+        if current:
+            blocks.append(current)
+    return blocks
+
+
+def _soft(before: str, line: str) -> bool:
+    """Is the break between ``before`` (the text so far) and ``line`` a wrap?"""
+    last = before.rsplit("\n", 1)[-1]
+    if _BLOCK_START.match(line) or last.startswith("#"):
+        return False
+    if line[:1].islower():
+        return True  # a sentence carried on
+    # A short line that does not end a sentence is a title ("Chapter 1", "Monday").
+    return not (len(last) < _TITLE_MAX and not last.endswith(tuple(_CLOSING)))
+
+
+def _is_end(block: str, match: re.Match[str]) -> bool:
+    marks = match.group()
+    rest = block[match.end():].lstrip()
+    if marks[0] in "。！？":
+        return True
+    if rest[:1].islower():
+        return False  # "so. and then": the diary's punctuation, not a sentence end
+    if not marks.startswith(".") or marks.startswith(".."):
+        return True
+    word = block[:match.start()].rsplit(None, 1)[-1] if block[:match.start()].strip() else ""
+    word = word.lstrip("(\"'“‘[").casefold()
+    if word in ABBREVIATIONS:
+        return False
+    if len(word) == 1 and word.isalpha() and word != "i" and block[match.start() - 1].isupper():
+        return False  # an initial: "Sir W. Pen"
+    return not (word == "no" and rest[:1].isdigit())

@@ -1,0 +1,173 @@
+"""Answer quality without a model, where the gold answer and evidence are known (ALCE-style).
+
+Per answer: does it contain a gold answer string (anywhere; in its first sentence), how many of
+the passages it cites are evidence (the judged passage, or one that contains a gold string:
+citation precision), whether it cites the judged evidence at all (citation recall), its length
+in words, and whether it abstained. :func:`summarize` turns records into rates per query kind.
+Citations ``[id]`` are removed before any text comparison: an id must never "contain" an answer.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from pgcite.answer._sentences import split_sentences
+from pgcite.evaluate._golden import GoldenQuery, GoldenSet
+
+_CITATION = re.compile(r"\[[^\[\]\n]*\]")
+
+
+class Passage(BaseModel):
+    """What the scorer knows of a citable passage: its document and its full text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    document_id: str
+    text: str
+
+
+class AnswerRecord(BaseModel):
+    """One scored answer (``None``: the metric does not apply to this query)."""
+
+    query_id: str
+    kind: str
+    answerable: bool
+    abstained: bool
+    contains: bool | None
+    first_contains: bool | None
+    cited: list[str]
+    precision: float | None
+    only_evidence: bool | None
+    gold_cited: bool | None
+    words: int
+    latency_ms: float
+    answer: str = ""
+
+
+def strip_citations(text: str) -> str:
+    return _CITATION.sub(" ", text)
+
+
+def normalize(text: str) -> str:
+    """Casefolded words without punctuation or combining marks (Arabic vowel signs too)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    kept = (" " if unicodedata.category(ch)[0] in "PSZ" else ch for ch in decomposed
+            if unicodedata.category(ch) != "Mn")
+    return " ".join("".join(kept).split())
+
+
+def contains_answer(text: str, answers: Iterable[str]) -> bool:
+    """A gold string appears in the text as whole words (so "four" is not in "fourteen")."""
+    haystack = f" {normalize(strip_citations(text))} "
+    return any(n and f" {n} " in haystack for n in (normalize(a) for a in answers))
+
+
+def first_sentence(text: str) -> str:
+    """The answer's first sentence (its first line's, for one-claim-a-line answers)."""
+    sentences = split_sentences(text, keep_lines=True)
+    if not sentences:
+        return ""
+    inner = split_sentences(strip_citations(sentences[0]))
+    return inner[0] if inner else sentences[0]
+
+
+def word_count(text: str) -> int:
+    return len(strip_citations(text).split())
+
+
+def is_evidence(passage: Passage | None, query: GoldenQuery) -> bool:
+    """The judged passage, or one that contains a gold answer string."""
+    if passage is None:
+        return False
+    return passage.document_id in query.relevant_ids or (
+        bool(query.answers) and contains_answer(passage.text, query.answers))
+
+
+def score_answer(query: GoldenQuery, *, answer: str, abstained: bool, cited: Sequence[str],
+                 passages: Mapping[str, Passage], latency_ms: float) -> AnswerRecord:
+    evidence = [is_evidence(passages.get(c), query) for c in cited]
+    gold = query.answers if query.answerable else []
+    said = not abstained
+    return AnswerRecord(
+        query_id=query.id, kind=query.kind, answerable=query.answerable, abstained=abstained,
+        contains=(said and contains_answer(answer, gold)) if gold else None,
+        first_contains=(said and contains_answer(first_sentence(answer), gold)) if gold else None,
+        cited=list(cited),
+        precision=sum(evidence) / len(evidence) if evidence else None,
+        only_evidence=all(evidence) if evidence else None,
+        gold_cited=(any(passages[c].document_id in query.relevant_ids for c in cited
+                        if c in passages) if query.answerable else None),
+        words=word_count(answer) if said else 0, latency_ms=latency_ms, answer=answer,
+    )
+
+
+def _rate(values: Iterable[bool | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return round(sum(kept) / len(kept), 4) if kept else None
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return round(statistics.fmean(kept), 4) if kept else None
+
+
+def summarize(records: Sequence[AnswerRecord]) -> dict[str, float | int | None]:
+    """Rates over ``records``. Containment counts an abstention on an answerable query as a
+    miss; citation precision averages over answers that cite something; words average over
+    answers given; abstention is reported separately for absent and answerable queries."""
+    answerable = [r for r in records if r.answerable]
+    answered = [r for r in answerable if not r.abstained]
+    latencies = sorted(r.latency_ms for r in records)
+    return {
+        "queries": len(records),
+        "containment": _rate(r.contains for r in answerable),
+        "first_sentence_containment": _rate(r.first_contains for r in answerable),
+        "citation_precision": _mean(r.precision for r in answered),
+        "cites_only_evidence": _rate(bool(r.only_evidence) for r in answered),
+        "citation_recall": _rate(r.gold_cited for r in answerable),
+        "words": _mean(float(r.words) for r in answered),
+        "abstain_absent": _rate(r.abstained for r in records if not r.answerable),
+        "abstain_answerable": _rate(r.abstained for r in answerable),
+        "latency_ms_p50": round(latencies[len(latencies) // 2], 1) if latencies else None,
+    }
+
+
+def summarize_by_kind(records: Sequence[AnswerRecord]) -> dict[str, dict[str, float | int | None]]:
+    """``{"all": …, kind: …}`` in order of first appearance."""
+    kinds = list(dict.fromkeys(r.kind for r in records))
+    return {"all": summarize(records),
+            **{k: summarize([r for r in records if r.kind == k]) for k in kinds}}
+
+
+def collection_passages(collection: Any) -> dict[str, Passage]:
+    """Every passage of the collection's active snapshot: id -> (document id, full text)."""
+    from psycopg import sql
+
+    snapshot = collection.active_snapshot()
+    with collection.client.connection() as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT c.id, c.document_id, c.body FROM {s}.chunks c"
+            " JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %s"
+        ).format(s=collection.info.schema_id), (snapshot.snapshot_id,)).fetchall()
+    return {r[0]: Passage(document_id=r[1], text=r[2]) for r in rows}
+
+
+def answer_golden(collection: Any, golden: GoldenSet, **answer_options: Any
+                  ) -> list[AnswerRecord]:
+    """Ask ``collection`` every golden query (with its cutoff) and score each answer."""
+    passages = collection_passages(collection)
+    records = []
+    for query in golden.queries:
+        started = time.perf_counter()
+        answer = collection.answer(query.text, cutoff=query.cutoff, **answer_options)
+        records.append(score_answer(
+            query, answer=answer.answer, abstained=answer.abstained, cited=answer.citations,
+            passages=passages, latency_ms=(time.perf_counter() - started) * 1000))
+    return records

@@ -1,0 +1,76 @@
+"""Sentence splitting for quotes: hard-wrapped text, abbreviations, old and Arabic punctuation."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgcite.answer import ContextPassage, ExtractiveGenerator, GenerationRequest, split_sentences
+
+WRAPPED = """The first portable model was small enough that it could run for a whole day
+on one battery. Mr. Smith of St. Paul's, who built it, said so in 1901.
+
+A second paragraph starts here. It has two sentences."""
+
+
+def test_soft_line_breaks_are_unwrapped_and_paragraphs_kept() -> None:
+    assert split_sentences(WRAPPED) == [
+        "The first portable model was small enough that it could run for a whole day on one "
+        "battery.",
+        "Mr. Smith of St. Paul's, who built it, said so in 1901.",
+        "A second paragraph starts here.",
+        "It has two sentences.",
+    ]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Dr. Who met Mrs. Hudson, e.g. at noon. Then i.e. nothing.",
+     ["Dr. Who met Mrs. Hudson, e.g. at noon.", "Then i.e. nothing."]),
+    ("Sir W. Pen and I went out [a]. Then we dug a pit [b][c]! e.g. this.\nNext line",
+     ["Sir W. Pen and I went out [a].", "Then we dug a pit [b][c]! e.g. this.", "Next line"]),
+    ("He lives at No. 5 Fleet St. near the bridge. So did I. Then home.",
+     ["He lives at No. 5 Fleet St. near the bridge.", "So did I.", "Then home."]),
+    ("“Is it so?” she asked. “Yes.” He left.", ["“Is it so?” she asked.", "“Yes.”", "He left."]),
+])
+def test_abbreviations_initials_and_quotes(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+def test_pepys_old_punctuation() -> None:
+    # A period before a lowercase word is the diary's comma; "viz." and "…" end nothing.
+    text = ("My wife … gave me hopes, but on the last day of the year … [the hope was belied.]\n"
+            "The condition of the State was thus; viz. the Rump was returned. and so to bed.")
+    assert split_sentences(text) == [
+        "My wife … gave me hopes, but on the last day of the year … [the hope was belied.]",
+        "The condition of the State was thus; viz. the Rump was returned. and so to bed.",
+    ]
+
+
+def test_arabic_and_cjk_marks() -> None:
+    assert split_sentences("هل هذا صحيح؟ نعم، إنه صحيح. وهذا أيضا!") == [
+        "هل هذا صحيح؟", "نعم، إنه صحيح.", "وهذا أيضا!"]
+    assert split_sentences("我们走了。他来了！好") == ["我们走了。", "他来了！", "好"]
+
+
+def test_titles_and_list_items_keep_their_line_breaks() -> None:
+    assert split_sentences("Chapter 1\nIt was dark. It rained.") == [
+        "Chapter 1", "It was dark.", "It rained."]
+    assert split_sentences("Items we packed:\n- the plate\n- the wine\n1. the cheese") == [
+        "Items we packed:", "- the plate", "- the wine", "1. the cheese"]
+    assert split_sentences("# Notes\nThe wrapped line goes on and on past forty\ncharacters.") == [
+        "# Notes", "The wrapped line goes on and on past forty characters."]
+
+
+def test_keep_lines_ends_a_sentence_at_every_line_break() -> None:
+    """Generated answers put one cited claim a line: the guard reads them that way."""
+    assert split_sentences("A wrote: “one thing” [a]\nB wrote: “another” [b]",
+                           keep_lines=True) == ["A wrote: “one thing” [a]",
+                                                "B wrote: “another” [b]"]
+
+
+def test_answers_over_hard_wrapped_text_quote_whole_sentences() -> None:
+    passage = ContextPassage(id="p1", author=None, date=None, text=WRAPPED, rank=1)
+    text = ExtractiveGenerator().generate(GenerationRequest(
+        question="How long could the portable model run on one battery?",
+        passages=[passage], abstention_text="none"))
+    assert "“The first portable model was small enough that it could run for a whole day on " \
+           "one battery.” [p1]" in text

@@ -1,0 +1,79 @@
+"""Supervision of the embedded server under a running service: after ``kill -9`` of the
+postmaster, reads answer 503 with a hint, the server is restarted, and reads answer 200 again
+within 10 s. Its own data dir: the session's server is never killed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from fastapi.testclient import TestClient
+
+import pgcite
+from pgcite.config import Settings
+from pgcite.service import ServiceConfig, create_app
+
+
+@pytest.fixture()
+def own_client() -> Iterator[pgcite.Client]:
+    data_dir = Path(tempfile.mkdtemp(prefix="pgcite-supervise-"))  # see conftest.py: not tmp_path
+    client = pgcite.Client(Settings(data_dir=data_dir, database_url=None))
+    try:
+        yield client
+    finally:
+        client.close()
+        supervisor = getattr(client.db, "supervisor", None)
+        if supervisor is not None:
+            with contextlib.suppress(psutil.Error):  # a failed test may leave it dead
+                supervisor._server.cleanup()  # stop it now, not at exit
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _wait_dead(pid: int) -> None:
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"postmaster {pid} still alive 5 s after SIGKILL")
+
+
+def _postmaster_pid(client: pgcite.Client) -> int:
+    return int((client.settings.data_dir / "pg18" / "postmaster.pid").read_text().split()[0])
+
+
+def test_postmaster_kill_recovers_within_10s(own_client: pgcite.Client) -> None:
+    app = create_app(client=own_client, config=ServiceConfig(auth=False, warm_up=False))
+    with TestClient(app) as api:
+        assert api.get("/v1/collections").status_code == 200
+        old_pid = _postmaster_pid(own_client)
+        os.kill(old_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        _wait_dead(old_pid)  # the signal is asynchronous: a request before death is served
+        statuses: list[int] = []
+        while time.monotonic() - killed < 10.0:
+            response = api.get("/v1/collections")
+            statuses.append(response.status_code)
+            if response.status_code == 200:
+                break
+            assert response.status_code == 503, response.text
+            assert response.json()["hint"] == "retry in a few seconds"
+            time.sleep(0.1)
+        recovered = time.monotonic() - killed
+        print(f"recovered in {recovered:.1f} s; statuses {statuses}")
+        assert statuses[0] == 503 and statuses[-1] == 200, (statuses, recovered)
+        assert _postmaster_pid(own_client) != old_pid
+        # and it stays up: more reads, a fresh connection for readiness
+        assert all(api.get("/v1/collections").status_code == 200 for _ in range(5))
+        assert api.get("/readyz").status_code == 200

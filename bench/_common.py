@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 from psycopg import sql
 
@@ -126,3 +129,18 @@ def write(result: Any, name: str) -> Path:
     print(f"wrote {out}/summary.json, report.md; detail in {out}/runs/ (results.json, "
           "report.html)", file=sys.stderr)
     return out
+
+
+def wait_ready(base: str, server: subprocess.Popen[bytes], timeout_s: float = 240) -> None:
+    """Until a `pgcite serve` started by a benchmark answers /readyz (or exits, or time runs out)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with status {server.returncode}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("the server did not become ready")

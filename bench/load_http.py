@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _common import wait_ready
 
 import pgcite
 from pgcite.cli._demo import SAMPLE_QUESTIONS, sample_path
@@ -75,20 +76,6 @@ def start_server(settings: pgcite.Settings, port: int) -> subprocess.Popen[bytes
         args += ["--data-dir", str(settings.data_dir)]
     args += ["serve", "--port", str(port), "--log-level", "warning"]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL)
-
-
-def wait_ready(base: str, server: subprocess.Popen[bytes], timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with status {server.returncode}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit("the server did not become ready")
 
 
 async def _worker(http: httpx.AsyncClient, url: str, field: str, index: int, deadline: float,

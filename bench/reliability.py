@@ -52,6 +52,7 @@ from typing import Any
 
 import httpx
 import psycopg
+from _common import wait_ready
 from psycopg import sql
 
 import pgcite
@@ -188,20 +189,6 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
         [sys.executable, "-c", "from pgcite.cli import main; main()", "--data-dir",
          str(data_dir), "serve", "--host", "127.0.0.1", "--port", str(port),
          "--log-level", "critical"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def wait_ready(base: str, server: subprocess.Popen[bytes], timeout_s: float = 240) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with status {server.returncode}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit("the server did not become ready")
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -162,3 +162,27 @@ def test_a_bound_searcher_reads_its_view(two_snapshots: tuple[pgcite.Collection,
     assert {h.corpus for h in first.hits} <= {"A"}
     wider = search("the fire", top_k=5, filters=pgcite.Filters())
     assert wider.snapshot_id == old and len(wider.hits) == 5
+
+
+def test_serve_builds_one_chat_model(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgcite.answer._llm import ChatGenerator, GeneratorConfig
+    from pgcite.llm import _http
+    from pgcite.service import ServiceConfig, create_app
+
+    built: list[object] = []
+    real_init = _http.OpenAIChat.__init__
+
+    def counting_init(self: _http.OpenAIChat, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_http.OpenAIChat, "__init__", counting_init)
+    config = ServiceConfig(warm_up=False, generator=GeneratorConfig(
+        kind="openai", base_url="http://127.0.0.1:9/v1", model="m"))
+    app = create_app(settings, config=config)
+    state = app.state.pgcite
+    # the answer generator, the stages and the self-checks' judge: one model, built once
+    assert isinstance(state.generator, ChatGenerator)
+    assert state.generator.chat is state.client.llm()
+    assert len(built) == 1
+    state.client.close()

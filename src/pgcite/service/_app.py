@@ -14,6 +14,7 @@ from pgcite import __version__
 from pgcite._client import Client
 from pgcite.config import Settings
 from pgcite.embed._registry import embedder_for_key
+from pgcite.llm import with_llm
 from pgcite.service import _admin, _documents, _routes
 from pgcite.service._errors import install_error_handlers
 from pgcite.service._guard import RequestGuard
@@ -47,8 +48,12 @@ def create_app(
 ) -> FastAPI:
     """The HTTP service. Pass ``client`` to share an open one (it is then not closed)."""
     config = config or ServiceConfig()
-    state = ServiceState(client=client or Client(settings), config=config,
-                         owns_client=client is None)
+    if client is None:  # the generator's model is the client's one LLM (docs/configuration.md)
+        client = Client(with_llm(settings or Settings(), config.generator.llm()))
+        owns = True
+    else:
+        owns = False
+    state = ServiceState(client=client, config=config, owns_client=owns)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -9,8 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._client import Client, Collection
 from pgcite._errors import CollectionNotFound, ConfigError
-from pgcite.answer._llm import GeneratorConfig, make_generator
+from pgcite.answer._llm import ChatGenerator, GeneratorConfig, make_generator
 from pgcite.answer._types import Generator
+from pgcite.llm import llm_config
 from pgcite.service._metrics import Metrics
 from pgcite.service._roles import RoleCache, RoleScopedConnection
 from pgcite.store._collections import CollectionInfo, get_collection
@@ -47,7 +48,13 @@ class ServiceState:
     roles: RoleCache | None = None
 
     def __post_init__(self) -> None:
-        self.generator = make_generator(self.config.generator)
+        # One LLM per process: when the client's configured LLM is the generator's model (as
+        # create_app arranges), generation, the stages and the self-checks' judge share it.
+        wanted = self.config.generator.llm()
+        chat = (self.client.llm() if wanted is not None
+                and llm_config(self.client.settings) == wanted else None)
+        self.generator = (ChatGenerator(chat, max_tokens=self.config.generator.max_tokens)
+                          if chat is not None else make_generator(self.config.generator))
         self.roles = RoleCache(self.client)
 
     def lookup(self, name: str) -> CollectionInfo:

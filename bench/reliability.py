@@ -147,13 +147,12 @@ def cache_scope_cost(client: pgcite.Client, source: Path) -> dict[str, Any]:
     collections: its texts looked up in rel_a's cache (all hits: what a shared cache would give
     the second collection) and embedded for a second collection (all misses: what scoping
     makes it do). The texts are the pipeline's own (same chunker, budget, contextual mode)."""
-    from pgcite.embed._cache import embed_with_cache
-
     from pgcite._types import Document
     from pgcite.embed._registry import embedder_for
     from pgcite.ingest._chunking import chunk_document, embedding_text
     from pgcite.ingest._loaders import iter_documents
     from pgcite.ingest._pipeline import chunk_budget
+    from pgcite.store._embedding_cache import embed_with_cache
 
     info = client.collection("rel_a").info
     embedder = embedder_for(info.embedder, client.settings)

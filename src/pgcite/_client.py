@@ -59,6 +59,12 @@ _LEGACY_FILTERS = ("cutoff", "corpora", "metadata")
 _LEGACY_OPTIONS = ("ordering", "fetch_multiplier", "rrf_k", "weights", "ef_search", "fusion",
                    "term_depth")
 
+# How long a caller waits for a pooled connection. While PostgreSQL recovers from a crashed
+# backend no connection can be had; psycopg's default 30 s made requests hang past any client
+# timeout, where a PoolTimeout after a few seconds is a 503 with a retry hint.
+POOL_WAIT_S = 5.0
+
+
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
     conn.autocommit = True
@@ -131,6 +137,7 @@ class Client:
                 self._pool = pool = ConnectionPool(
                     self.db.url, min_size=1, max_size=8, configure=_configure, open=True,
                     kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
+                    timeout=POOL_WAIT_S,
                 )
                 self._pool_generation = self.db.generation
                 if stale is not None:

@@ -35,7 +35,12 @@ def list_(
     if not docs:
         console.print("no documents")
         return
-    table = Table("id", "title", "dates", "author", "corpus", "chunks")
+    # ids are what a reader copies into `documents delete` or a script parses: never cut, at any
+    # terminal width (the other columns give way)
+    table = Table()
+    table.add_column("id", no_wrap=True, min_width=max(len(d.id) for d in docs))
+    for name in ("title", "dates", "author", "corpus", "chunks"):
+        table.add_column(name)
     for d in docs:
         dates = _dates(d.date_start, d.date_end)
         table.add_row(escape(d.id), escape(d.title or ""), dates, escape(d.author or ""),

@@ -76,7 +76,10 @@ def test_inspect_cutoff_and_bad_input(
     assert every and all(h["dateEnd"] and h["dateEnd"] <= "1665-12-31" for h in every)
     for body, code in [({"query": QUERY, "filters": ["nope=1"]}, 400),
                        ({"query": QUERY, "filters": ["bad filter"]}, 400),
-                       ({"query": QUERY, "snapshot_id": 9999}, 400),
+                       # a reader may query the active snapshot only (as the HTTP API)
+                       ({"query": QUERY, "snapshot_id": 9999}, 403),
+                       # beyond PostgreSQL's integer: refused as input, never a 500
+                       ({"query": QUERY, "snapshot_id": 2**63}, 422),
                        ({"query": ""}, 422), ({"query": QUERY, "cutoff": "soon"}, 422)]:
         resp = api.post(_url(diary.name), headers=reader, json=body)
         assert resp.status_code == code, (body, resp.text)

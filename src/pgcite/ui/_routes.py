@@ -20,8 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from pgcite._client import Collection
 from pgcite.answer._types import Answer, Generator
 from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
-from pgcite.retrieve._hits import Hit, SearchResult, StageEvent
+from pgcite.retrieve._hits import Hit, StageEvent
 from pgcite.service._auth import Access, reader_access
+from pgcite.service._pinned import pinned_snapshot
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
 
@@ -32,7 +33,9 @@ class InspectBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=2000)
-    snapshot_id: int | None = Field(default=None, description="None: the active snapshot")
+    snapshot_id: int | None = Field(default=None, ge=1, le=2**31 - 1,
+                                    description="None: the active snapshot; another one needs "
+                                    "an admin key")
     top_k: int = Field(default=10, ge=1, le=50)
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
     cutoff: dt.date | None = None
@@ -57,18 +60,6 @@ class InspectOut(BaseModel):
     answer: Answer | None
 
 
-class _Pinned(Collection):
-    """A collection whose every search reads one snapshot (so that answer() does too)."""
-
-    def __init__(self, base: Collection, snapshot_id: int) -> None:
-        super().__init__(base.client, base.info)
-        self.snapshot_id = snapshot_id
-
-    def search(self, query: str, **kwargs: Any) -> SearchResult:
-        kwargs.setdefault("snapshot_id", self.snapshot_id)
-        return super().search(query, **kwargs)
-
-
 def _filters(col: Collection, body: InspectBody) -> Filters:
     columns, preds = parse_filter_args(body.filters)
     if preds:
@@ -90,9 +81,10 @@ def inspect(col: Collection, body: InspectBody, generator: Generator | None = No
     candidates = [*result.hits, *result.dropped]
     answer = None
     if body.answer:
-        answer = _Pinned(col, result.snapshot_id).answer(
-            body.query, top_k=min(body.top_k, 10), mode=body.mode, filters=filters,
-            generator=generator)
+        # the same snapshot as the lists, under the same (role-scoped) collection
+        answer = col.answer(body.query, top_k=min(body.top_k, 10), mode=body.mode,
+                            filters=filters, generator=generator,
+                            snapshot_id=result.snapshot_id)
     return InspectOut(
         collection=col.name, snapshot_id=result.snapshot_id, query=body.query, mode=body.mode,
         fused=result.hits, keyword=_leg(candidates, "keyword_rank"),
@@ -123,6 +115,7 @@ def inspect_route(body: InspectBody, access: Annotated[Access, Depends(reader_ac
                   state: Annotated[ServiceState, Depends(get_state)]) -> Any:
     """Each leg's list, the fused list, what fusion dropped, the stages; optionally the answer
     (on the same snapshot, with the same filters)."""
+    pinned_snapshot(access, state, body.snapshot_id)  # another snapshot than the active: admins
     return inspect(state.reader(access.info), body, state.generator)
 
 

@@ -385,21 +385,25 @@ class Collection:
 
     def _finish(self, result: SearchResult, filters: Filters,
                 snippets: bool) -> SearchResult:
-        result = self._with_snippets(result) if snippets else result
-        return self._note_undated(result, filters)
+        """``result`` with its snippets and undated count, both read on ONE connection of this
+        collection's (in the service: role-scoped) kind, and none when neither is wanted."""
+        if not snippets and filters.cutoff is None:
+            return result
+        with self._connection() as conn:
+            if snippets:
+                result = self._with_snippets(conn, result)
+            return self._note_undated(conn, result, filters)
 
-    def _note_undated(self, result: R, filters: Filters) -> R:
+    def _note_undated(self, conn: psycopg.Connection, result: R, filters: Filters) -> R:
         """``result`` with the count of undated passages its cutoff left out (docs/ingest.md)."""
         if filters.cutoff is not None:
-            with self.client.connection() as conn:
-                result.undated_excluded = undated_excluded(
-                    conn, self.info, self._snapshot(result.snapshot_id), filters)
+            result.undated_excluded = undated_excluded(
+                conn, self.info, self._snapshot(result.snapshot_id), filters)
         return result
 
-    def _with_snippets(self, result: SearchResult) -> SearchResult:
+    def _with_snippets(self, conn: psycopg.Connection, result: SearchResult) -> SearchResult:
         started = time.perf_counter()
-        with self.client.connection() as conn:
-            hits = with_snippets(conn, self.info.ts_config, result.query, result.hits)
+        hits = with_snippets(conn, self.info.ts_config, result.query, result.hits)
         timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
         return result.model_copy(update={"hits": hits, "timings_ms": timings})
 
@@ -469,7 +473,11 @@ class Collection:
                                  filters=filters, cutoff=cutoff, corpora=corpora,
                                  generator=generator, judge=judge, external=external,
                                  wrap_generator=wrap_generator)
-        return self._note_undated(answer, merge_filters(filters, cutoff, corpora, None))
+        merged = merge_filters(filters, cutoff, corpora, None)
+        if merged.cutoff is None:
+            return answer
+        with self._connection() as conn:
+            return self._note_undated(conn, answer, merged)
 
     def snapshot(self, snapshot_id: int | None = None) -> SnapshotInfo:
         """The snapshot ``snapshot_id`` (default: the active one); only a ready snapshot

@@ -127,13 +127,10 @@ def test_search_options_are_validated(diary: pgcite.Collection) -> None:
         diary.search("fire", mode="semantic")  # type: ignore[arg-type]
 
 
-def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from typer.testing import CliRunner
-
-    from pgcite.cli import app
+@pytest.fixture()
+def built_chats(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every OpenAI-compatible chat model constructed while the test runs."""
     from pgcite.llm import _http
-    from tests.llm_server import chat_completion, serve
 
     built: list[object] = []
     real_init = _http.OpenAIChat.__init__
@@ -143,6 +140,16 @@ def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
         real_init(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_http.OpenAIChat, "__init__", counting_init)
+    return built
+
+
+def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
+                                   built_chats: list[object]) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+    from tests.llm_server import chat_completion, serve
+
     with serve(lambda _: (200, chat_completion("The fire [d-1666-09-02-a]."), 0.0)) as server:
         result = CliRunner().invoke(app, [
             "--data-dir", str(settings.data_dir), "ask", diary.name, "Where did the fire begin?",
@@ -150,7 +157,7 @@ def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
             "--grade", "--json"])
     assert result.exit_code == 0, result.output
     # generation, the stages and the self-checks' judge share one model
-    assert len(built) == 1 and server.requests
+    assert len(built_chats) == 1 and server.requests
 
 
 def test_a_bound_searcher_reads_its_view(two_snapshots: tuple[pgcite.Collection, int, int]) -> None:
@@ -164,19 +171,10 @@ def test_a_bound_searcher_reads_its_view(two_snapshots: tuple[pgcite.Collection,
     assert wider.snapshot_id == old and len(wider.hits) == 5
 
 
-def test_serve_builds_one_chat_model(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_builds_one_chat_model(settings: Settings, built_chats: list[object]) -> None:
     from pgcite.answer._llm import ChatGenerator, GeneratorConfig
-    from pgcite.llm import _http
     from pgcite.service import ServiceConfig, create_app
 
-    built: list[object] = []
-    real_init = _http.OpenAIChat.__init__
-
-    def counting_init(self: _http.OpenAIChat, *args: object, **kwargs: object) -> None:
-        built.append(self)
-        real_init(self, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(_http.OpenAIChat, "__init__", counting_init)
     config = ServiceConfig(warm_up=False, generator=GeneratorConfig(
         kind="openai", base_url="http://127.0.0.1:9/v1", model="m"))
     app = create_app(settings, config=config)
@@ -184,5 +182,5 @@ def test_serve_builds_one_chat_model(settings: Settings, monkeypatch: pytest.Mon
     # the answer generator, the stages and the self-checks' judge: one model, built once
     assert isinstance(state.generator, ChatGenerator)
     assert state.generator.chat is state.client.llm()
-    assert len(built) == 1
+    assert len(built_chats) == 1
     state.client.close()

@@ -114,7 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(length))
         passage_id = body["messages"][1]["content"].split('id="')[1].split('"')[0]
         if self.server.mode == "hang":  # type: ignore[attr-defined]
-            time.sleep(3)
+            time.sleep(30)  # far past any timeout: a client that waited for it is unmistakable
         payload = (b"\x00garbage{{" if self.server.mode == "garbage"  # type: ignore[attr-defined]
                    else json.dumps({"choices": [{"message": {
                        "content": f"From the model [{passage_id}] and [invented-id]."}}]}).encode())
@@ -159,8 +159,12 @@ def test_failing_server_falls_back_to_extractive(diary: pgcite.Collection,
                                                  llm_server: ThreadingHTTPServer,
                                                  mode: str) -> None:
     started = time.monotonic()
+    diary.answer("Where did the fire begin?")  # the same work without the endpoint, on this load
+    plain = time.monotonic() - started
+    started = time.monotonic()
     answer = diary.answer("Where did the fire begin?", generator=_generator(llm_server, mode))
-    assert time.monotonic() - started < 2.5  # the 0.5 s timeout held
+    # the 0.5 s timeout held: far below the 30 s hang, whatever the machine's load
+    assert time.monotonic() - started < 0.5 + 3 * plain + 2.0
     assert answer.generator == "extractive" and not answer.abstained and answer.citations
     fallback = [e for e in answer.trace if e.step == "fallback"]
     assert fallback and "openai failed" in fallback[0].detail

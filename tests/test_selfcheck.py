@@ -109,20 +109,25 @@ def test_sufficiency_insufficient_abstains_unsure_widens(diary: pgcite.Collectio
 
 
 @pytest.mark.parametrize(("delay", "body", "named"), [
-    (5.0, chat_completion("1: yes"), "no answer within"),
+    (30.0, chat_completion("1: yes"), "no answer within"),
     (0.0, b"\x00garbage{{", "not JSON"),
     (0.0, b"{}", "unexpected response shape"),
 ])
 def test_misbehaving_endpoint_stays_within_budget(diary: pgcite.Collection, delay: float,
                                                   body: bytes, named: str) -> None:
+    started = time.monotonic()
+    diary.answer("Where did the fire begin?")  # the same search and answer, on this load
+    plain = time.monotonic() - started
     with serve(lambda request: (200, body, delay)) as server:
-        chat = OpenAIChat(base_url=server.base_url, model="m", timeout_s=30)
+        chat = OpenAIChat(base_url=server.base_url, model="m", timeout_s=60)
         started = time.monotonic()
         answer = diary.answer("Where did the fire begin?", judge=chat, self_check={
             "grade": True, "corrective": True, "sufficiency": True,
             "step_timeout_s": 0.4, "budget_s": 1.0})
         elapsed = time.monotonic() - started
-    assert elapsed < 1.0 + 1.5, elapsed  # budget + one search and the extractive answer
+    # the 1 s budget + the plain search and answer (three times over, for a noisy machine);
+    # a budget that did not hold would wait for the 30 s delay or the 60 s client timeout
+    assert elapsed < 1.0 + 3 * plain + 1.0, (elapsed, plain)
     fallbacks = [e.detail for e in answer.trace if e.detail.startswith("fallback")]
     assert fallbacks and named in fallbacks[0]
     assert not answer.abstained and answer.citations  # plain retrieval still answers

@@ -344,7 +344,7 @@ def test_grading_through_a_real_http_server() -> None:
 
 
 @pytest.mark.parametrize(("misbehaviour", "message"), [
-    ((200, chat_completion("1: yes"), 3.0), "no answer within 0.5 s"),
+    ((200, chat_completion("1: yes"), 30.0), "no answer within 0.5 s"),
     ((200, b"\x00\xffgarbage{{", 0.0), "not JSON"),
     ((500, b'{"error": "boom"}', 0.0), "HTTP 500"),
     ((200, json.dumps({"choices": []}).encode(), 0.0), "unexpected response shape"),
@@ -355,5 +355,6 @@ def test_misbehaving_server_raises_llm_error_quickly(misbehaviour: Reply, messag
         started = time.monotonic()
         with pytest.raises(LLMError, match=message):
             grade_passages(chat, QUESTION, PASSAGES)
-        assert time.monotonic() - started < 2.0
+        # far below the 30 s the hanging server takes, with room for a loaded machine
+        assert time.monotonic() - started < 10.0
     assert len(server.requests) == 1

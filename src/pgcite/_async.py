@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures as cf
 import threading
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class OffloadStats:
     waited_s: float = 0.0
     max_wait_s: float = 0.0
     queued: int = 0  # calls that waited over a millisecond for a thread
+    recent: deque[float] = field(default_factory=lambda: deque(maxlen=10_000), repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, wait: float) -> None:
@@ -73,11 +75,16 @@ class OffloadStats:
             self.waited_s += wait
             self.max_wait_s = max(self.max_wait_s, wait)
             self.queued += wait > 0.001
+            self.recent.append(wait)
 
     def snapshot(self) -> dict[str, float]:
+        """The counts, and the p50/p95 wait (ms) of the last 10,000 calls."""
         with self._lock:
+            waits = sorted(self.recent)
             return {"calls": self.calls, "waitedS": self.waited_s, "maxWaitS": self.max_wait_s,
-                    "queued": self.queued}
+                    "queued": self.queued,
+                    "p50Ms": waits[len(waits) // 2] * 1000 if waits else 0.0,
+                    "p95Ms": waits[int(len(waits) * 0.95)] * 1000 if waits else 0.0}
 
 
 class Offloader:

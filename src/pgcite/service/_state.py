@@ -18,7 +18,7 @@ from pgcite.answer._types import Generator
 from pgcite.llm import llm_config
 from pgcite.service._metrics import Metrics
 from pgcite.service._roles import AsyncRoleScopedConnection, RoleCache, RoleScopedConnection
-from pgcite.store._collections import CollectionInfo, get_collection
+from pgcite.store._collections import CollectionInfo, aget_collection, get_collection
 
 T = TypeVar("T")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
@@ -76,6 +76,14 @@ class ServiceState:
             # No hint: the registry's list of names is not for every key holder to read.
             raise CollectionNotFound(f"no collection named {name!r}") from None
 
+    async def alookup(self, name: str) -> CollectionInfo:
+        """:meth:`lookup` on the async pool (the request path: no thread hop)."""
+        try:
+            async with (await self.async_client()).connection() as conn:
+                return await aget_collection(conn, name)
+        except (CollectionNotFound, ConfigError):
+            raise CollectionNotFound(f"no collection named {name!r}") from None
+
     def reader(self, info: CollectionInfo) -> Collection:
         """``info``'s collection, every query of it run under its read-only role."""
         assert self.roles is not None
@@ -110,6 +118,6 @@ class ServiceState:
                                connection=AsyncRoleScopedConnection(aclient, role))
 
 
-def get_state(request: Request) -> ServiceState:
+async def get_state(request: Request) -> ServiceState:  # async: no thread hop for a lookup
     state: ServiceState = request.app.state.pgcite
     return state

@@ -5,11 +5,13 @@ async API's bounded executor -- and ``GET /bench/waits`` to read (``?reset=true`
 them. It must run against the code before the async API as well as after it, so it reaches into
 the service only through what both have (``create_app``) and ``getattr``.
 
-    python bench/_serve_probe.py PORT      # settings from the environment (PGCITE_DATABASE_URL)
+    python bench/_serve_probe.py PORT      # settings from the environment (PGCITE_DATABASE_URL,
+                                           # BENCH_WORKERS: the executor's threads)
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -19,7 +21,7 @@ from typing import Any
 import anyio.to_thread
 import uvicorn
 
-from pgcite.service import create_app
+from pgcite.service import ServiceConfig, create_app
 
 _lock = threading.Lock()
 _waits: list[float] = []
@@ -49,7 +51,9 @@ def _summary(waits: list[float]) -> dict[str, float]:
             "queued": sum(w > 0.001 for w in ordered)}
 
 
-app = create_app()
+# BENCH_WORKERS: the async API's executor size (only code that has one takes it)
+_workers = os.environ.get("BENCH_WORKERS")
+app = create_app(config=ServiceConfig(workers=int(_workers)) if _workers else None)
 
 
 @app.get("/bench/waits", include_in_schema=False)

@@ -39,7 +39,7 @@ import pgcite
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "async_service"
 BEFORE = "efee429"  # the last commit whose service ran search and answer in threads
-VARIANTS = ("before", "after")
+VARIANTS = ("before", "after", "after-w16")
 
 
 def extract(revision: str, into: Path) -> Path:
@@ -51,8 +51,10 @@ def extract(revision: str, into: Path) -> Path:
     return into / "src"
 
 
-def start(src: Path, url: str, port: int) -> subprocess.Popen[bytes]:
+def start(src: Path, url: str, port: int, workers: int | None) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(src), "PGCITE_DATABASE_URL": url}
+    if workers is not None:
+        env["BENCH_WORKERS"] = str(workers)
     return subprocess.Popen([sys.executable, str(ROOT / "_serve_probe.py"), str(port)],
                             env=env, stdout=subprocess.DEVNULL)
 
@@ -97,7 +99,8 @@ def report_md(r: dict[str, Any]) -> str:
         "# The HTTP service: thread hop per request vs the async API", "",
         f"`{r['command']}`: {r['clients']} concurrent clients, {r['rounds']} interleaved rounds "
         f"of {r['seconds']} s per variant and endpoint (medians over rounds), extractive "
-        f"answers, on {r['machine']['cpus']} CPUs shared by the load generator, both servers, "
+        f"answers, after = the async API's executor at its default threads, after-w16 at "
+        f"16, on {r['machine']['cpus']} CPUs shared by the load generator, both servers, "
         "PostgreSQL and other work on the machine. before = "
         f"`{r['before']}` (sync routes in anyio's thread pool); after = this checkout.", "",
         "Thread waits are the time from handing a call to a thread until it starts: anyio's "
@@ -135,12 +138,14 @@ def main() -> None:
     servers: dict[str, tuple[str, subprocess.Popen[bytes]]] = {}
     with pgcite.Client(settings) as client, tempfile.TemporaryDirectory() as tmp:
         url = client.db.url  # the embedded server stays up while this client is open
-        sources = {"before": extract(args.before, Path(tmp)), "after": ROOT.parent / "src"}
+        before, after = extract(args.before, Path(tmp)), ROOT.parent / "src"
+        sources = {"before": (before, None), "after": (after, None), "after-w16": (after, 16)}
         try:
             for variant in VARIANTS:
                 port = _free_port()
                 servers[variant] = (f"http://127.0.0.1:{port}",
-                                    start(sources[variant], url, port))
+                                    start(sources[variant][0], url, port,
+                                          sources[variant][1]))
             for base, server in servers.values():
                 wait_ready(base, server)
                 for endpoint in args.endpoints:  # warm up: models, pools, caches
@@ -149,7 +154,7 @@ def main() -> None:
                 e: {v: [] for v in VARIANTS} for e in args.endpoints}
             for i in range(args.rounds):
                 for endpoint in args.endpoints:
-                    order = VARIANTS if i % 2 == 0 else VARIANTS[::-1]  # neither always first
+                    order = VARIANTS[i % 3:] + VARIANTS[:i % 3]  # none always first
                     for variant in order:
                         measured = phase(servers[variant][0], token, args, endpoint)
                         rounds[endpoint][variant].append(measured)

@@ -62,8 +62,9 @@ def start(src: Path, url: str, port: int, workers: int | None) -> subprocess.Pop
 def phase(base: str, token: str, args: argparse.Namespace, endpoint: str) -> dict[str, Any]:
     httpx.get(f"{base}/bench/waits", params={"reset": "true"})
     started = time.monotonic()
+    # a long client timeout: a request given up on keeps the server busy into the next phase
     raw = asyncio.run(run_load(base, token, args.collection, endpoint, args.clients,
-                               args.seconds))
+                               args.seconds, timeout_s=args.timeout))
     wall = time.monotonic() - started
     waits = httpx.get(f"{base}/bench/waits").json()
     lat = raw["latency_ms"]
@@ -132,6 +133,7 @@ def main() -> None:
                         choices=["search", "answer"])
     parser.add_argument("--before", default=BEFORE, help="git revision of the 'before' code")
     parser.add_argument("--collection", default="pepys_http")
+    parser.add_argument("--timeout", type=float, default=600, help="client timeout, seconds")
     args = parser.parse_args()
     settings = _settings()
     token = prepare(settings, args.collection)

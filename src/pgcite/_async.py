@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import datetime as dt
 import threading
 import time
 from collections import deque
@@ -227,7 +228,7 @@ class AsyncCollection:
         top_k: int = 5,
         mode: Mode = "hybrid",
         filters: Filters | dict[str, Any] | None = None,
-        cutoff: Any = None,
+        cutoff: dt.date | str | None = None,
         corpora: Sequence[str] | None = None,
         stages: Mapping[str, Any] | None = None,
         snapshot_id: int | None = None,

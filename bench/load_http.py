@@ -97,13 +97,13 @@ async def _worker(http: httpx.AsyncClient, url: str, field: str, index: int, dea
 
 
 async def run_load(base: str, token: str, collection: str, endpoint: str, clients: int,
-                   seconds: float) -> dict[str, list[Any]]:
+                   seconds: float, *, timeout_s: float = 60) -> dict[str, list[Any]]:
     url = f"{base}/v1/collections/{collection}/{endpoint}"
     field = "question" if endpoint == "answer" else "query"
     out: dict[str, list[Any]] = {"latency_ms": [], "errors": []}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, limits=limits,
-                                 timeout=60) as http:
+                                 timeout=timeout_s) as http:
         deadline = time.monotonic() + seconds
         await asyncio.gather(*(_worker(http, url, field, i, deadline, out)
                                for i in range(clients)))

@@ -1,5 +1,7 @@
 """The async API against the real database: the same hits as the sync API for the same query
-and snapshot, concurrently too; answer and ingest give what the sync API gives."""
+and snapshot -- every mode, filters, the default stages and the optional ones, explain,
+snippets, the undated count -- concurrently too; answers and streamed answers as the sync API
+gives them; model work in the bounded executor, never on the event loop."""
 
 from __future__ import annotations
 
@@ -10,8 +12,24 @@ from typing import Any
 import pytest
 
 import pgcite
+from pgcite._streaming import Final, astream_answer
 
 QUERIES = ["the great fire in the City", "the King at sea", "plague red cross", "microscope"]
+
+# (search keywords) cases: the awaited path must reproduce each exactly
+CASES: list[dict[str, Any]] = [
+    {"mode": "hybrid"},  # the default stages: the heuristic router
+    {"mode": "hybrid", "stages": {"route": False}},
+    {"mode": "keyword", "stages": {"route": False}},
+    {"mode": "vector"},
+    {"mode": "hybrid", "explain": True, "top_k": 3},
+    {"filters": {"cutoff": "1665-12-31", "corpora": ["A"]}, "top_k": 20},
+    {"filters": {"metadata": [{"key": "place", "value": "London"}]}},
+    {"stages": {"route": False, "decompose": True}},
+    {"stages": {"boosts": [{"kind": "recency", "half_life_days": 365,
+                            "reference": "1667-01-01"}]}},
+    {"options": {"fusion": "rrf", "weights": [1.0, 2.0]}, "snippets": False},
+]
 
 
 def _run(client: pgcite.Client, body: Any) -> Any:
@@ -22,44 +40,52 @@ def _run(client: pgcite.Client, body: Any) -> Any:
 
 
 def _same(a: pgcite.SearchResult, b: pgcite.SearchResult) -> None:
-    assert [h.id for h in a.hits] == [h.id for h in b.hits] and a.hits
+    assert [h.id for h in a.hits] == [h.id for h in b.hits]
     assert [h.score for h in a.hits] == pytest.approx([h.score for h in b.hits])
-    assert [(h.keyword_rank, h.vector_rank) for h in a.hits] == [
-        (h.keyword_rank, h.vector_rank) for h in b.hits]
+    assert [(h.keyword_rank, h.vector_rank, h.rank) for h in a.hits] == [
+        (h.keyword_rank, h.vector_rank, h.rank) for h in b.hits]
+    assert [(h.snippet, h.highlights) for h in a.hits] == [
+        (h.snippet, h.highlights) for h in b.hits]
+    assert [h.id for h in a.dropped] == [h.id for h in b.dropped]
+    assert [(e.stage, e.outcome, e.detail) for e in a.stages] == [
+        (e.stage, e.outcome, e.detail) for e in b.stages]
     assert a.snapshot_id == b.snapshot_id and a.confidence == pytest.approx(b.confidence)
+    assert a.undated_excluded == b.undated_excluded and a.mode == b.mode
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "keyword", "vector"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(map(str, c.items()))[:60])
 def test_async_search_returns_the_sync_hits(client: pgcite.Client, diary: pgcite.Collection,
-                                            mode: str) -> None:
-    plain = {"route": False}  # the awaited statement path (no optional stages)
+                                            case: dict[str, Any]) -> None:
+    queries = QUERIES + ["the fire and the plague"]  # two concepts: decomposition splits it
 
     async def body(aclient: pgcite.AsyncClient) -> list[pgcite.SearchResult]:
         col = await aclient.collection(diary.name)
-        return [await col.search(q, top_k=5, mode=mode, stages=plain, explain=True)
-                for q in QUERIES if mode != "keyword" or q != "microscope"]
-    for got in _run(client, body):
-        expected = diary.search(got.query, top_k=5, mode=mode, stages=plain, explain=True)
-        _same(got, expected)
-        assert [h.id for h in got.dropped] == [h.id for h in expected.dropped]
+        found = [await col.search(q, **case) for q in queries]
+        assert aclient.offload.stats.calls > 0 or case.get("mode") == "keyword"
+        return found
+    results = _run(client, body)
+    assert any(r.hits for r in results)
+    for got in results:
+        _same(got, diary.search(got.query, **case))
 
 
-def test_async_filters_snapshot_and_stages(client: pgcite.Client,
-                                           diary: pgcite.Collection) -> None:
+def test_async_search_of_a_named_snapshot_with_a_vector(client: pgcite.Client,
+                                                        diary: pgcite.Collection) -> None:
     snapshot = diary.active_snapshot().snapshot_id
-    cutoff = dt.date(1665, 12, 31)
+    vector = diary.view().models.embedder.embed_query("fire")  # type: ignore[union-attr]
 
-    async def body(aclient: pgcite.AsyncClient) -> tuple[Any, Any]:
+    async def body(aclient: pgcite.AsyncClient) -> pgcite.SearchResult:
         col = await aclient.collection(diary.name)
-        filtered = await col.search("the great fire", top_k=20, cutoff=cutoff, corpora=["A"],
-                                    snapshot_id=snapshot, stages={"route": False})
-        routed = await col.search("the great fire")  # the default stages: via the sync API
-        return filtered, routed
-    filtered, routed = _run(client, body)
-    _same(filtered, diary.search("the great fire", top_k=20, cutoff=cutoff, corpora=["A"],
-                                 snapshot_id=snapshot, stages={"route": False}))
-    assert all(h.date_end is not None and h.date_end <= cutoff for h in filtered.hits)
-    _same(routed, diary.search("the great fire"))
+        before = aclient.offload.stats.calls
+        found = await col.search("the great fire", query_vector=vector, snapshot_id=snapshot,
+                                 stages={"route": False})
+        # the named snapshot is looked up in the executor; the given vector is not re-embedded
+        assert aclient.offload.stats.calls == before + 1
+        return found
+    got = _run(client, body)
+    _same(got, diary.search("the great fire", query_vector=vector, snapshot_id=snapshot,
+                            stages={"route": False}))
+    assert got.snapshot_id == snapshot and got.hits
 
 
 def test_32_concurrent_async_searches_match_the_sync_ones(
@@ -69,24 +95,57 @@ def test_32_concurrent_async_searches_match_the_sync_ones(
 
     async def body(aclient: pgcite.AsyncClient) -> list[pgcite.SearchResult]:
         col = await aclient.collection(diary.name)
-        return list(await asyncio.gather(*(col.search(q, stages={"route": False})
-                                           for q in queries)))
+        return list(await asyncio.gather(*(col.search(q) for q in queries)))
     results = _run(client, body)
-    expected = {q: diary.search(q, stages={"route": False}) for q in QUERIES}
+    expected = {q: diary.search(q) for q in QUERIES}
     for got in results:
         _same(got, expected[got.query])
 
 
-def test_async_answer_and_errors(client: pgcite.Client, diary: pgcite.Collection) -> None:
-    async def body(aclient: pgcite.AsyncClient) -> Any:
+@pytest.mark.parametrize("kwargs", [
+    {}, {"cutoff": dt.date(1665, 12, 31)}, {"mode": "keyword", "top_k": 3},
+    {"filters": {"corpora": ["A"]}, "stages": {"route": False}},
+])
+def test_async_answer_is_the_sync_answer(client: pgcite.Client, diary: pgcite.Collection,
+                                         kwargs: dict[str, Any]) -> None:
+    question = "Where did the fire begin?"
+
+    async def body(aclient: pgcite.AsyncClient) -> pgcite.Answer:
         col = await aclient.collection(diary.name)
-        answer = await col.answer("Where did the fire begin?")
+        return await col.answer(question, **kwargs)
+    got, sync = _run(client, body), diary.answer(question, **kwargs)
+    assert got.answer == sync.answer and got.citations == sync.citations
+    assert [s.id for s in got.sources] == [s.id for s in sync.sources]
+    assert got.abstained == sync.abstained and got.undated_excluded == sync.undated_excluded
+
+
+def test_async_stream_ends_with_the_checked_answer(client: pgcite.Client,
+                                                   diary: pgcite.Collection) -> None:
+    async def body(aclient: pgcite.AsyncClient) -> list[Any]:
+        col = await aclient.collection(diary.name)
+        return [event async for event in astream_answer(col, "Where did the fire begin?")]
+    events = _run(client, body)
+    final = events[-1]
+    assert isinstance(final, Final) and all(not isinstance(e, Final) for e in events[:-1])
+    streamed = "".join(e.text for e in events[:-1])
+    assert streamed == final.streamed_text and not final.replaced
+    assert final.answer.answer == diary.answer("Where did the fire begin?").answer
+
+
+def test_async_errors_are_the_sync_errors(client: pgcite.Client,
+                                          diary: pgcite.Collection) -> None:
+    async def body(aclient: pgcite.AsyncClient) -> None:
+        col = await aclient.collection(diary.name)
         with pytest.raises(pgcite.FilterError):
-            await col.search("fire", filters={"metadata": [{"key": "nope", "value": 1}]},
-                             stages={"route": False})
-        with pytest.raises(pgcite.PgciteError):
-            await col.search("   ", stages={"route": False})
-        return answer
-    answer = _run(client, body)
-    sync = diary.answer("Where did the fire begin?")
-    assert answer.answer == sync.answer and answer.citations == sync.citations
+            await col.search("fire", filters={"metadata": [{"key": "nope", "value": 1}]})
+        with pytest.raises(pgcite.PgciteError, match="empty"):
+            await col.search("   ")
+        with pytest.raises(pgcite.PgciteError, match="no snapshot 999"):
+            await col.search("fire", snapshot_id=999)
+        with pytest.raises(pgcite.ConfigError, match="top_k"):
+            await col.search("fire", top_k=0)
+        with pytest.raises(pgcite.FilterError):
+            async for _ in astream_answer(col, "fire",
+                                          filters={"metadata": [{"key": "nope", "value": 1}]}):
+                pass
+    _run(client, body)

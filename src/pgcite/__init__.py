@@ -26,7 +26,7 @@ from pgcite._errors import (
 )
 from pgcite._gate_settings import GateSettings
 from pgcite._types import Fusion, Mode
-from pgcite.answer import Answer, Generator, GeneratorConfig, Source, TraceEvent
+from pgcite.answer import Answer, Generator, GeneratorConfig, SearchFn, Source, TraceEvent
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.config import Settings
 from pgcite.embed import Embedder, EmbedderSpec
@@ -35,7 +35,7 @@ from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
 from pgcite.llm import ChatModel, LLMConfig
 from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
 from pgcite.retrieve._hits import StageEvent
-from pgcite.retrieve._pipeline import StageModels, Stages, StageTimeouts
+from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import Ordering, SearchOptions
 from pgcite.retrieve._view import SearchView
@@ -87,6 +87,8 @@ __all__ = [
     "Reranker",
     "SearchOptions",
     "SearchResult",
+    "Retrieval",
+    "SearchFn",
     "SearchView",
     "SelfCheckOptions",
     "Settings",

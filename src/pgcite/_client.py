@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 from pgcite._errors import CollectionNotFound, PgciteError
 from pgcite._models import chat_model_from, reranker_from
 from pgcite._types import Mode
+from pgcite.answer._search import SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.answer._types import Answer, Generator
 from pgcite.config import Settings
@@ -373,11 +374,7 @@ class Collection:
         ``highlights`` (one more statement over the returned hits; docs/retrieval.md).
         The old keywords (``cutoff=``, ``fusion=`` …) still work, with a DeprecationWarning.
         """
-        merged_filters, merged_options = _legacy_search_arguments(filters, options, legacy)
-        shorthand = {k: v for k, v in (("top_k", top_k), ("mode", mode)) if v is not None}
-        if shorthand:
-            merged_options = SearchOptions(**{**merged_options.model_dump(exclude_unset=True),
-                                              **shorthand})
+        merged_filters, merged_options = search_arguments(top_k, mode, filters, options, legacy)
         view = self.view(snapshot_id, embedder=merged_options.mode != "keyword")
         result = view.search(query, filters=merged_filters, options=merged_options,
                              stages=stages, query_vector=query_vector, explain=explain)
@@ -428,6 +425,7 @@ class Collection:
         external: ExternalSearch | None = None,
         snapshot_id: int | None = None,
         wrap_generator: Callable[[Generator], Generator] | None = None,
+        wrap_search: Callable[[SearchFn], SearchFn] | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -436,7 +434,9 @@ class Collection:
         the corrective loop and the sufficiency check, e.g. ``{"grade": True}``, judged by
         ``judge`` or the client's configured LLM (docs/answers.md, "Self-correcting").
         ``snapshot_id``: answer from that snapshot instead of the active one (as in
-        :meth:`search`).
+        :meth:`search`). ``wrap_search`` wraps the answer's search (this collection's, on
+        the answer's one view, without snippets), e.g. to hand it a result retrieved already:
+        the async API awaits the first retrieval on its event loop.
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
@@ -468,7 +468,8 @@ class Collection:
                                   abstention=self.info.settings.abstention)
         if judge is None and options.self_check.active:
             judge = self.client.llm()
-        answer = answer_question(search, question, settings=settings,
+        retrieve = wrap_search(search) if wrap_search is not None else search
+        answer = answer_question(retrieve, question, settings=settings,
                                  embedder=view.models.embedder, options=options,
                                  filters=filters, cutoff=cutoff, corpora=corpora,
                                  generator=generator, judge=judge, external=external,
@@ -499,6 +500,24 @@ class Collection:
                           hint=f"snapshots: {known}" if known else "ingest documents first")
 
 
+def search_arguments(
+    top_k: int | None,
+    mode: Mode | None,
+    filters: Filters | Mapping[str, Any] | None,
+    options: SearchOptions | Mapping[str, Any] | None,
+    legacy: Mapping[str, Any],
+) -> tuple[Filters, SearchOptions]:
+    """A search's filters and options from its arguments: ``filters``/``options`` with the
+    old keywords folded in (warned) and the ``top_k``/``mode`` shorthands on top. One place for
+    the sync and the async :meth:`search`."""
+    merged_filters, merged_options = _legacy_search_arguments(filters, options, legacy)
+    shorthand = {k: v for k, v in (("top_k", top_k), ("mode", mode)) if v is not None}
+    if shorthand:
+        merged_options = SearchOptions(**{**merged_options.model_dump(exclude_unset=True),
+                                          **shorthand})
+    return merged_filters, merged_options
+
+
 def _legacy_search_arguments(
     filters: Filters | Mapping[str, Any] | None,
     options: SearchOptions | Mapping[str, Any] | None,
@@ -513,7 +532,7 @@ def _legacy_search_arguments(
             f"search({', '.join(f'{k}=' for k in legacy)}) is deprecated: pass "
             "filters={'cutoff': ..., 'corpora': ...} and options=SearchOptions(fusion=..., ...); "
             "the old keywords go in the next release",
-            DeprecationWarning, stacklevel=3)
+            DeprecationWarning, stacklevel=4)  # the caller of search()
     merged = merge_filters(
         dict(filters) if isinstance(filters, Mapping) else filters,
         legacy.get("cutoff"), legacy.get("corpora"), legacy.get("metadata"))

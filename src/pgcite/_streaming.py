@@ -14,11 +14,12 @@ generator (the extractive one) streams its finished text sentence by sentence.
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import re
 import threading
-from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
@@ -124,6 +125,49 @@ def stream_answer(collection: Collection, question: str, *,
             raise item
         assert isinstance(item, Delta | Final)
         yield item
+
+
+class AsyncAnswerer(Protocol):
+    """What :func:`astream_answer` needs: ``AsyncCollection.answer`` (pgcite._async, a sibling
+    module this one may not import)."""
+
+    async def answer(self, question: str, **options: Any) -> Answer: ...
+
+
+async def astream_answer(collection: AsyncAnswerer, question: str, *,
+                         generator: Generator | None = None,
+                         **options: Any) -> AsyncIterator[StreamEvent]:
+    """As :func:`stream_answer`, for the async API: the answer is awaited (its composition
+    runs in the async client's executor), and each piece its generator writes there is handed
+    to this event loop as it is written."""
+    loop = asyncio.get_running_loop()
+    deltas: asyncio.Queue[Delta] = asyncio.Queue()
+    tees: list[StreamingGenerator] = []
+
+    def emit(text: str) -> None:  # called in the executor's thread
+        loop.call_soon_threadsafe(deltas.put_nowait, Delta(text=text))
+
+    def tee(inner: Generator) -> Generator:
+        tees.append(StreamingGenerator(inner, emit))
+        return tees[-1]
+
+    answering = asyncio.ensure_future(collection.answer(
+        question, generator=generator, wrap_generator=tee, **options))
+    try:
+        while True:
+            getter = asyncio.ensure_future(deltas.get())
+            await asyncio.wait({getter, answering}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+                continue
+            getter.cancel()
+            # the deltas were queued on this loop before the answer's completion was
+            while not deltas.empty():
+                yield deltas.get_nowait()
+            yield _final(answering.result(), tees[-1].text if tees else "")
+            return
+    finally:
+        answering.cancel()  # a consumer that stopped early (a client that went away)
 
 
 def _final(answer: Answer, streamed: str) -> Final:

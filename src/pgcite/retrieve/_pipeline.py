@@ -103,7 +103,7 @@ SearchFn = Callable[[str, int, np.ndarray | None, tuple[float, float] | None], S
 
 
 @dataclass
-class _Run:
+class StageRun:
     query: str
     stages: Stages
     models: StageModels
@@ -123,25 +123,103 @@ class _Run:
             log.warning("stage %s fell back for %r: %s", stage, self.query[:80], detail)
 
 
+@dataclass(frozen=True)
+class Retrieval:
+    """One retrieval a staged search makes: its text, depth, vector (None: embed the text, or
+    the caller's vector for the question) and leg weights (None: the collection's)."""
+
+    text: str
+    depth: int
+    vector: np.ndarray | None
+    weights: tuple[float, float] | None
+
+
 def staged_search(search: SearchFn, query: str, *, top_k: int, mode: Mode, stages: Stages,
                   models: StageModels, cutoff: dt.date | None = None) -> SearchResult:
     """One search with the configured stages around it (see module doc). ``search`` and
     ``models`` come from one :class:`~pgcite.retrieve._view.SearchView`: every retrieval here
-    reads the same snapshot, and sub-queries are embedded by that snapshot's model."""
+    reads the same snapshot, and sub-queries are embedded by that snapshot's model.
+
+    The steps are separate functions (:func:`plan_stages`, :func:`stage_retrievals`,
+    :func:`combine_retrievals`, :func:`finish_stages`) so that the async search
+    (:mod:`pgcite.retrieve._asearch`) runs the same stages and awaits only the retrievals."""
     started = time.perf_counter()
-    run = _Run(query, stages, models, vector_mode=mode != "keyword",
+    run, depth = plan_stages(query, mode=mode, stages=stages, models=models, top_k=top_k)
+    wanted = stage_retrievals(run, depth)
+    if len(wanted) == 1:
+        results = [search(wanted[0].text, wanted[0].depth, wanted[0].vector, wanted[0].weights)]
+    else:  # decomposition: every query retrieved in parallel
+        with cf.ThreadPoolExecutor(max_workers=min(4, len(wanted))) as pool:
+            results = list(pool.map(lambda r: search(r.text, r.depth, r.vector, r.weights),
+                                    wanted))
+    return finish_stages(run, combine_retrievals(results), top_k=top_k, cutoff=cutoff,
+                         started=started)
+
+
+def plan_stages(query: str, *, mode: Mode, stages: Stages, models: StageModels,
+                top_k: int) -> tuple[StageRun, int]:
+    """The route (the heuristic one is pure; with ``route_llm`` it may ask the LLM, see
+    :func:`plan_calls_model`) and the candidate depth each retrieval fetches."""
+    run = StageRun(query, stages, models, vector_mode=mode != "keyword",
                decompose=stages.decompose, hyde=stages.hyde)
     if stages.route:
         _route(run)  # with routing on, the route decides on decomposition and HyDE
     depth = max(top_k, stages.rerank_depth) if stages.rerank or stages.boosts else top_k
-    result = _retrieve(run, search, depth)
+    return run, depth
+
+
+def plan_calls_model(stages: Stages, models: StageModels) -> bool:
+    """Whether :func:`plan_stages` may call a model (so an event loop must not run it)."""
+    return stages.route and stages.route_llm and models.chat is not None
+
+
+def retrievals_call_model(run: StageRun) -> bool:
+    """Whether :func:`stage_retrievals` may call a model (decomposition embeds its
+    sub-queries; HyDE asks the LLM and embeds its passage)."""
+    return run.decompose or run.hyde
+
+
+def stage_retrievals(run: StageRun, depth: int) -> list[Retrieval]:
+    """What to retrieve: the question, or the question and its concepts (each embedded here),
+    or the question with HyDE's vector."""
+    if run.decompose:
+        concepts = _concepts(run)
+        if concepts:
+            embedder = run.models.embedder
+            return [Retrieval(q, depth, embedder.embed_query(q)
+                              if run.vector_mode and embedder is not None else None, run.weights)
+                    for q in [run.query, *concepts]]
+    vector = _hyde(run) if run.hyde else None
+    return [Retrieval(run.query, depth, vector, run.weights)]
+
+
+def combine_retrievals(results: Sequence[SearchResult]) -> SearchResult:
+    """One retrieval's result, or several fused by RRF (decomposition)."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+    confidences = [r.confidence for r in results if r.confidence is not None]
+    return first.model_copy(update={
+        "hits": fuse_lists([r.hits for r in results]),
+        "confidence": max(confidences) if confidences else None,
+    })
+
+
+def finish_calls_model(run: StageRun) -> bool:
+    """Whether :func:`finish_stages` may call a model (the reranker)."""
+    return run.stages.rerank and run.models.reranker is not None
+
+
+def finish_stages(run: StageRun, result: SearchResult, *, top_k: int, cutoff: dt.date | None,
+                  started: float) -> SearchResult:
+    """Boosts, the reranker, the cut to ``top_k``, and the stage events and timings."""
     hits = list(result.hits)
-    if stages.boosts:
+    if run.stages.boosts:
         boost_started = time.perf_counter()  # not `started`: that one times the whole search
-        hits = apply_boosts(hits, stages.boosts, cutoff=cutoff)
-        run.note("boost", "applied", f"{len(stages.boosts)} rule(s) on fused scores",
+        hits = apply_boosts(hits, run.stages.boosts, cutoff=cutoff)
+        run.note("boost", "applied", f"{len(run.stages.boosts)} rule(s) on fused scores",
                  boost_started)
-    if stages.rerank:
+    if run.stages.rerank:
         hits = _rerank(run, hits)
     hits = [h.model_copy(update={"rank": i + 1}) for i, h in enumerate(hits[:top_k])]
     # "total" is the whole staged search (model calls included), not its first database call
@@ -150,7 +228,7 @@ def staged_search(search: SearchFn, query: str, *, top_k: int, mode: Mode, stage
     return result.model_copy(update={"hits": hits, "stages": run.events, "timings_ms": timings})
 
 
-def _route(run: _Run) -> None:
+def _route(run: StageRun) -> None:
     started = time.perf_counter()
     route = heuristic_route(run.query)
     how = "heuristic"
@@ -170,7 +248,7 @@ def _route(run: _Run) -> None:
     _note_overruled(run, route.name, started)
 
 
-def _note_overruled(run: _Run, route: str, started: float) -> None:
+def _note_overruled(run: StageRun, route: str, started: float) -> None:
     """A stage that was asked for but that the route left out says so (it is not silent)."""
     if run.stages.hyde and not run.hyde:
         if run.models.chat is None:
@@ -187,7 +265,7 @@ def _note_overruled(run: _Run, route: str, started: float) -> None:
                  f"the router chose the {route} route (--no-route decomposes)", started)
 
 
-def _llm_route(run: _Run, fallback: Route) -> tuple[Route, str]:
+def _llm_route(run: StageRun, fallback: Route) -> tuple[Route, str]:
     chat = run.models.chat
     assert chat is not None
     try:
@@ -198,16 +276,7 @@ def _llm_route(run: _Run, fallback: Route) -> tuple[Route, str]:
     return Route(name=name, reason=f"heuristic unsure ({fallback.reason})", sure=True), "LLM"
 
 
-def _retrieve(run: _Run, search: SearchFn, depth: int) -> SearchResult:
-    if run.decompose:
-        concepts = _concepts(run)
-        if concepts:
-            return _fused_search(run, search, depth, [run.query, *concepts])
-    vector = _hyde(run) if run.hyde else None
-    return search(run.query, depth, vector, run.weights)
-
-
-def _concepts(run: _Run) -> list[str] | None:
+def _concepts(run: StageRun) -> list[str] | None:
     started = time.perf_counter()
     concepts = split_heuristic(run.query)
     if concepts is None:
@@ -226,23 +295,6 @@ def _concepts(run: _Run) -> list[str] | None:
     return llm_concepts
 
 
-def _fused_search(run: _Run, search: SearchFn, depth: int, queries: list[str]) -> SearchResult:
-    """Every query retrieved in parallel (embedding first, in this thread), fused by RRF."""
-    embedder = run.models.embedder
-    vectors: list[np.ndarray | None] = [
-        embedder.embed_query(q) if run.vector_mode and embedder is not None else None
-        for q in queries]
-    with cf.ThreadPoolExecutor(max_workers=min(4, len(queries))) as pool:
-        results = list(pool.map(lambda qv: search(qv[0], depth, qv[1], run.weights),
-                                zip(queries, vectors, strict=True)))
-    first = results[0]
-    confidences = [r.confidence for r in results if r.confidence is not None]
-    return first.model_copy(update={
-        "hits": fuse_lists([r.hits for r in results]),
-        "confidence": max(confidences) if confidences else None,
-    })
-
-
 def fuse_lists(lists: Sequence[Sequence[Hit]], *, k: int = RRF_K) -> list[Hit]:
     """Reciprocal rank fusion of several hit lists by passage id (rank-only, scale-free)."""
     scores: dict[str, float] = {}
@@ -256,7 +308,7 @@ def fuse_lists(lists: Sequence[Sequence[Hit]], *, k: int = RRF_K) -> list[Hit]:
             for n, i in enumerate(ordered)]
 
 
-def _hyde(run: _Run) -> np.ndarray | None:
+def _hyde(run: StageRun) -> np.ndarray | None:
     started = time.perf_counter()
     chat, embedder = run.models.chat, run.models.embedder
     if chat is None or embedder is None or not run.vector_mode:
@@ -273,7 +325,7 @@ def _hyde(run: _Run) -> np.ndarray | None:
     return vector
 
 
-def _rerank(run: _Run, hits: list[Hit]) -> list[Hit]:
+def _rerank(run: StageRun, hits: list[Hit]) -> list[Hit]:
     started = time.perf_counter()
     reranker = run.models.reranker
     if reranker is None:

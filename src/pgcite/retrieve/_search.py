@@ -184,8 +184,7 @@ def run_search(
     query_vector: np.ndarray | None = None,
 ) -> SearchResult:
     """Search the given snapshot. ``query_vector`` skips embedding (benchmarks reuse vectors)."""
-    if not query.strip():
-        raise ConfigError("the question is empty")
+    check_query(query)
     timings: dict[str, float] = {}
     started = time.perf_counter()
     if options.mode != "keyword" and query_vector is None:
@@ -206,6 +205,12 @@ def run_search(
     timings["database"] = (time.perf_counter() - t0) * 1000
     return shape_result(rows, query, info, snapshot, options=options, explain=explain,
                         timings=timings, started=started)
+
+
+def check_query(query: str) -> None:
+    """An empty question is refused before anything is embedded or run."""
+    if not query.strip():
+        raise ConfigError("the question is empty")
 
 
 # SET LOCAL: these settings end with the search's transaction, never leak to the pool.

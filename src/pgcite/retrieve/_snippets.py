@@ -13,6 +13,9 @@ statement. ``highlights`` are ``[start, end)`` offsets into ``snippet`` in Unico
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import psycopg
 from psycopg import sql
 
@@ -40,9 +43,20 @@ def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
     """``hits`` with ``snippet`` and ``highlights`` filled in (one statement for all)."""
     if not hits:
         return hits
-    rows = conn.execute(_SQL.format(cfg=sql.Literal(ts_config)), {
+    statement, params = snippet_statement(ts_config, query, hits)
+    return apply_snippets(hits, conn.execute(statement, params).fetchall())
+
+
+def snippet_statement(ts_config: str, query: str,
+                      hits: list[Hit]) -> tuple[sql.Composed, dict[str, Any]]:
+    """The one statement that marks every hit's window (sync and async searches alike)."""
+    return _SQL.format(cfg=sql.Literal(ts_config)), {
         "query": parse_query(query).ranking_text, "options": _OPTIONS,
-        "bodies": [h.body for h in hits]}).fetchall()
+        "bodies": [h.body for h in hits]}
+
+
+def apply_snippets(hits: list[Hit], rows: Sequence[Sequence[Any]]) -> list[Hit]:
+    """``hits`` with the statement's marked windows turned into snippets and highlights."""
     out = []
     for hit, (marked,) in zip(hits, rows, strict=True):
         text, spans = unmark(marked)

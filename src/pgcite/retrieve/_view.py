@@ -21,7 +21,7 @@ from pgcite._errors import EmbedderError
 from pgcite.embed._base import Embedder
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
-from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
+from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, staged_search
 from pgcite.retrieve._search import SearchOptions, run_search
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
@@ -58,25 +58,40 @@ class SearchView:
         """One search of this view's snapshot, with the collection's stages (``stages``
         overrides them for this query)."""
         filters = filters or Filters()
-        options = options or SearchOptions()
-        requested = options.weights  # None: the collection's, which a route may tilt
-        options = options.resolved(self.info.settings)
-        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
+        requested, options, plan = self.plan(options, stages)
         if not plan.active:
             return self.search_once(query, filters=filters, options=options,
                                     query_vector=query_vector, explain=explain)
 
         def one(text: str, depth: int, vector: np.ndarray | None,
                 legs: tuple[float, float] | None) -> SearchResult:
-            if vector is None and text == query:
-                vector = query_vector
-            weights = self._tilt(requested, legs)
-            return self.search_once(
-                text, filters=filters, query_vector=vector, explain=explain,
-                options=options.model_copy(update={"top_k": depth, "weights": weights}))
+            vector, wanted = self.retrieval(Retrieval(text, depth, vector, legs), query=query,
+                                            query_vector=query_vector, requested=requested,
+                                            options=options)
+            return self.search_once(text, filters=filters, query_vector=vector,
+                                    explain=explain, options=wanted)
 
         return staged_search(one, query, top_k=options.top_k, mode=options.mode, stages=plan,
                              models=self.models, cutoff=filters.cutoff)
+
+    def plan(self, options: SearchOptions | None,
+             stages: Stages | Mapping[str, Any] | None,
+             ) -> tuple[tuple[float, float] | None, SearchOptions, Stages]:
+        """The weights the request asked for (None: the collection's, which a route may tilt),
+        the options with the collection's defaults, and the stages that run (the collection's,
+        with ``stages`` on top). Shared by the sync and the async search."""
+        options = options or SearchOptions()
+        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
+        return options.weights, options.resolved(self.info.settings), plan
+
+    def retrieval(self, wanted: Retrieval, *, query: str, query_vector: np.ndarray | None,
+                  requested: tuple[float, float] | None,
+                  options: SearchOptions) -> tuple[np.ndarray | None, SearchOptions]:
+        """One staged retrieval's vector (the caller's for the question itself) and options
+        (its depth, its route-tilted weights)."""
+        vector = query_vector if wanted.vector is None and wanted.text == query else wanted.vector
+        weights = self._tilt(requested, wanted.weights)
+        return vector, options.model_copy(update={"top_k": wanted.depth, "weights": weights})
 
     def searcher(
         self,
@@ -109,12 +124,19 @@ class SearchView:
         explain: bool = False,
     ) -> SearchResult:
         """One plain search (no stages) of this view's snapshot."""
-        embedder = None if options.mode == "keyword" or query_vector is not None else (
-            self.embedder)
-        self._check_query_dim(embedder, query_vector)
+        embedder = self.query_embedder(options, query_vector)
         with self.connection() as conn:
             return run_search(conn, self.info, self.snapshot, embedder, query, filters=filters,
                               options=options, explain=explain, query_vector=query_vector)
+
+    def query_embedder(self, options: SearchOptions,
+                       query_vector: np.ndarray | None) -> Embedder | None:
+        """The model that embeds the query (None: keyword mode, or a vector given), after
+        checking that the vector will match the snapshot's dimensions."""
+        embedder = None if options.mode == "keyword" or query_vector is not None else (
+            self.embedder)
+        self._check_query_dim(embedder, query_vector)
+        return embedder
 
     def _tilt(self, requested: tuple[float, float] | None,
               route: tuple[float, float] | None) -> tuple[float, float] | None:

@@ -59,7 +59,9 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if config.warm_up:
             _warm_up(state)
+        await state.async_client()  # the async pool, on the serving loop
         yield
+        await state.close_async()
         if state.owns_client:
             state.client.close()
 

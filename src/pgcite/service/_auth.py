@@ -10,7 +10,7 @@ from fastapi import Depends, Path
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from pgcite.service._errors import ApiError
-from pgcite.service._keys import ApiKey, Role, authenticate
+from pgcite.service._keys import ApiKey, Role, aauthenticate
 from pgcite.service._state import ServiceState, get_state
 from pgcite.store._collections import CollectionInfo
 
@@ -28,7 +28,7 @@ class Principal:
         return self.key is None or self.key.allows(collection, role)
 
 
-def principal(
+async def principal(
     state: Annotated[ServiceState, Depends(get_state)],
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
@@ -39,8 +39,8 @@ def principal(
     if not token:
         raise ApiError(401, "an API key is required", hint=NO_KEY_HINT,
                        headers={"WWW-Authenticate": "Bearer"})
-    with state.client.connection() as conn:
-        key = authenticate(conn, token)
+    async with (await state.async_client()).connection() as conn:
+        key = await aauthenticate(conn, token)
     if key is None:
         raise ApiError(401, "unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
     return Principal(key=key)
@@ -56,25 +56,25 @@ class Access:
     principal: Principal
 
 
-def _access(role: Role, state: ServiceState, who: Principal, collection: str) -> Access:
-    info = state.lookup(collection)  # 404 before 403: an unknown name is unknown to everyone
+async def _access(role: Role, state: ServiceState, who: Principal, collection: str) -> Access:
+    info = await state.alookup(collection)  # 404 before 403: an unknown name is unknown to everyone
     if not who.allows(info.name, role):
         raise ApiError(403, f"this API key may not {'read' if role == 'reader' else 'administer'}"
                        f" collection {collection!r}")
     return Access(info=info, principal=who)
 
 
-def reader_access(
+async def reader_access(
     collection: CollectionPath,
     state: Annotated[ServiceState, Depends(get_state)],
     who: Annotated[Principal, Depends(principal)],
 ) -> Access:
-    return _access("reader", state, who, collection)
+    return await _access("reader", state, who, collection)
 
 
-def admin_access(
+async def admin_access(
     collection: CollectionPath,
     state: Annotated[ServiceState, Depends(get_state)],
     who: Annotated[Principal, Depends(principal)],
 ) -> Access:
-    return _access("admin", state, who, collection)
+    return await _access("admin", state, who, collection)

@@ -97,8 +97,17 @@ def authenticate(conn: psycopg.Connection, token: str) -> ApiKey | None:
     """The live key this token belongs to, or None (malformed, unknown or revoked)."""
     if not _TOKEN.fullmatch(token):
         return None  # never reaches the database
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM pgcite.api_keys"  # noqa: S608
-        " WHERE key_sha256 = %s AND revoked_at IS NULL", (token_digest(token),),
-    ).fetchone()
+    row = conn.execute(_AUTHENTICATE, (token_digest(token),)).fetchone()
     return _key(row) if row else None
+
+
+async def aauthenticate(conn: psycopg.AsyncConnection, token: str) -> ApiKey | None:
+    """:func:`authenticate` on an async connection."""
+    if not _TOKEN.fullmatch(token):
+        return None  # never reaches the database
+    row = await (await conn.execute(_AUTHENTICATE, (token_digest(token),))).fetchone()
+    return _key(row) if row else None
+
+
+_AUTHENTICATE = (f"SELECT {_COLUMNS} FROM pgcite.api_keys"  # noqa: S608
+                 " WHERE key_sha256 = %s AND revoked_at IS NULL")

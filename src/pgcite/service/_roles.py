@@ -17,12 +17,13 @@ owning role, i.e. the role pgcite itself connects as.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
-from psycopg import sql
+from psycopg import AsyncConnection, sql
 
+from pgcite._async import AsyncClient
 from pgcite._client import Client
 from pgcite.store._collections import CollectionInfo
 
@@ -65,6 +66,11 @@ class RoleCache:
         self._done: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
+    def ready(self, info: CollectionInfo) -> bool:
+        """Whether ``info``'s role is ensured already (so :meth:`ensure` does no I/O)."""
+        with self._lock:
+            return (info.name, info.created_at.isoformat()) in self._done
+
     def ensure(self, info: CollectionInfo) -> str:
         key = (info.name, info.created_at.isoformat())
         with self._lock:
@@ -90,5 +96,24 @@ class RoleScopedConnection:
     @contextmanager
     def __call__(self) -> Iterator[psycopg.Connection]:
         with self._client.connection() as conn, conn.transaction():
-            conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(self.role)))
+            conn.execute(_set_role(self.role))
             yield conn
+
+
+class AsyncRoleScopedConnection:
+    """:class:`RoleScopedConnection` on the async pool: the async API's connection factory
+    for a collection the service reads."""
+
+    def __init__(self, client: AsyncClient, role: str) -> None:
+        self._client = client
+        self.role = role
+
+    @asynccontextmanager
+    async def __call__(self) -> AsyncIterator[AsyncConnection]:
+        async with self._client.connection() as conn, conn.transaction():
+            await conn.execute(_set_role(self.role))
+            yield conn
+
+
+def _set_role(role: str) -> sql.Composed:
+    return sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role))

@@ -75,13 +75,13 @@ def collections(state: State, who: Annotated[Principal, Depends(principal)]) -> 
 
 @router.post("/v1/collections/{collection}/search", response_model=SearchResponse,
              tags=["query"], responses=ERRORS)
-def search(body: SearchBody, access: Reader, state: State) -> Any:
+async def search(body: SearchBody, access: Reader, state: State) -> Any:
     """Cited passages: BM25 + vector, fused; filters hold in SQL. Optional stages (route,
     decompose, hyde, rerank, boosts) say what they did in ``stages``."""
-    result = state.reader(access.info).search(
+    snapshot = await _pinned(access, state, body.snapshot)
+    result = await (await state.areader(access.info)).search(
         body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
-        stages=body.stage_overrides(),
-        snapshot_id=pinned_snapshot(access, state, body.snapshot))
+        stages=body.stage_overrides(), snapshot_id=snapshot)
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     state.metrics.observe_routes(result.stages)
@@ -90,7 +90,7 @@ def search(body: SearchBody, access: Reader, state: State) -> Any:
 
 @router.post("/v1/collections/{collection}/answer", response_model=Answer, tags=["query"],
              responses=ERRORS)
-def answer(body: AnswerBody, access: Reader, state: State) -> Any:
+async def answer(body: AnswerBody, access: Reader, state: State) -> Any:
     """A grounded answer: every citation is one of its sources, or it abstains. Optional
     self-checks (grade, corrective, sufficiency) leave their steps in ``trace``."""
     generator = None if body.generator == "extractive" else state.generator  # None: default
@@ -100,13 +100,21 @@ def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None,
-        snapshot_id=pinned_snapshot(access, state, body.snapshot))
+        snapshot_id=await _pinned(access, state, body.snapshot))
+    reader = await state.areader(access.info)
     if body.stream:
-        return sse_answer(state.reader(access.info), body.question, options,
-                          on_final=lambda result: _observe_answer(state, result))
-    result = state.reader(access.info).answer(body.question, **options)
+        return await sse_answer(reader, body.question, options,
+                                on_final=lambda result: _observe_answer(state, result))
+    result = await reader.answer(body.question, **options)
     _observe_answer(state, result)
     return result
+
+
+async def _pinned(access: Access, state: ServiceState, snapshot_id: int | None) -> int | None:
+    """:func:`pinned_snapshot`; its lookup (only when a snapshot is named) off the loop."""
+    if snapshot_id is None:
+        return None
+    return await state.offload(lambda: pinned_snapshot(access, state, snapshot_id))
 
 
 def _observe_answer(state: ServiceState, result: Answer) -> None:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from pgcite._async import DEFAULT_WORKERS, AsyncClient, AsyncCollection, async_client
 from pgcite._client import Client, Collection
 from pgcite._errors import CollectionNotFound, ConfigError
 from pgcite.answer._llm import ChatGenerator, GeneratorConfig, make_generator
 from pgcite.answer._types import Generator
 from pgcite.llm import llm_config
 from pgcite.service._metrics import Metrics
-from pgcite.service._roles import RoleCache, RoleScopedConnection
-from pgcite.store._collections import CollectionInfo, get_collection
+from pgcite.service._roles import AsyncRoleScopedConnection, RoleCache, RoleScopedConnection
+from pgcite.store._collections import CollectionInfo, aget_collection, get_collection
 
+T = TypeVar("T")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_UPLOAD_FILES = 20
 # Search/answer bodies: the largest valid one (32 predicates x 100 values x 1000 chars) is
@@ -36,6 +41,8 @@ class ServiceConfig(BaseModel):
     max_json_bytes: int = Field(default=MAX_JSON_BYTES, ge=1,
                                 description="bound on every request body but an upload's")
     warm_up: bool = Field(default=True, description="load embedders at start-up")
+    workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=256,
+                         description="threads for model work: query embedding, answers")
 
 
 @dataclass
@@ -46,6 +53,9 @@ class ServiceState:
     metrics: Metrics = field(default_factory=Metrics)
     generator: Generator | None = None
     roles: RoleCache | None = None
+    # The async API search and answer run on: made on the event loop that serves (the
+    # lifespan's), again if a test client serves from another loop.
+    _async: tuple[asyncio.AbstractEventLoop, AsyncClient] | None = None
 
     def __post_init__(self) -> None:
         # One LLM per process: when the client's configured LLM is the generator's model (as
@@ -66,6 +76,14 @@ class ServiceState:
             # No hint: the registry's list of names is not for every key holder to read.
             raise CollectionNotFound(f"no collection named {name!r}") from None
 
+    async def alookup(self, name: str) -> CollectionInfo:
+        """:meth:`lookup` on the async pool (the request path: no thread hop)."""
+        try:
+            async with (await self.async_client()).connection() as conn:
+                return await aget_collection(conn, name)
+        except (CollectionNotFound, ConfigError):
+            raise CollectionNotFound(f"no collection named {name!r}") from None
+
     def reader(self, info: CollectionInfo) -> Collection:
         """``info``'s collection, every query of it run under its read-only role."""
         assert self.roles is not None
@@ -73,6 +91,33 @@ class ServiceState:
         return Collection(self.client, info, connection=RoleScopedConnection(self.client, role))
 
 
-def get_state(request: Request) -> ServiceState:
+    async def async_client(self) -> AsyncClient:
+        """The async client on this event loop (opened on first use)."""
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            self._async = (loop, await async_client(self.client, workers=self.config.workers))
+        return self._async[1]
+
+    async def close_async(self) -> None:
+        if self._async is not None:
+            await self._async[1].close()  # its sync client is this state's, closed by it
+            self._async = None
+
+    async def offload(self, fn: Callable[[], T]) -> T:
+        """``fn`` (blocking) in the async client's bounded executor."""
+        return await (await self.async_client()).offload(fn)
+
+    async def areader(self, info: CollectionInfo) -> AsyncCollection:
+        """:meth:`reader`, awaited: the same role scoping on the async pool."""
+        assert self.roles is not None
+        aclient = await self.async_client()
+        ready = self.roles.ready(info)
+        reader = self.reader(info) if ready else await aclient.offload(lambda: self.reader(info))
+        role = self.roles.ensure(info)  # ensured above: no I/O
+        return AsyncCollection(aclient, reader,
+                               connection=AsyncRoleScopedConnection(aclient, role))
+
+
+async def get_state(request: Request) -> ServiceState:  # async: no thread hop for a lookup
     state: ServiceState = request.app.state.pgcite
     return state

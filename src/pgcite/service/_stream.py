@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from pgcite._client import Collection
+from pgcite._async import AsyncCollection
 from pgcite._errors import PgciteError
-from pgcite._streaming import Final, StreamEvent, stream_answer
+from pgcite._streaming import Final, StreamEvent, astream_answer
 from pgcite.answer._types import Answer
 
 _log = logging.getLogger("pgcite.service")
@@ -33,19 +33,20 @@ def _frame(event: StreamEvent) -> bytes:
     return _sse(event.event, data)
 
 
-def sse_answer(collection: Collection, question: str, options: dict[str, Any], *,
-               on_final: Callable[[Answer], None] | None = None) -> StreamingResponse:
+async def sse_answer(collection: AsyncCollection, question: str, options: dict[str, Any], *,
+                     on_final: Callable[[Answer], None] | None = None) -> StreamingResponse:
     """The streamed answer; ``on_final`` sees the checked answer (for the metrics)."""
-    events = stream_answer(collection, question, **options)
-    first = next(events)  # retrieval errors raise here: the error handlers answer 4xx
+    events = astream_answer(collection, question, **options)
+    first = await anext(events)  # retrieval errors raise here: the error handlers answer 4xx
 
-    def frames() -> Iterator[StreamEvent]:
+    async def frames() -> AsyncIterator[StreamEvent]:
         yield first
-        yield from events
+        async for event in events:
+            yield event
 
-    def body() -> Iterator[bytes]:
+    async def body() -> AsyncIterator[bytes]:
         try:
-            for event in frames():
+            async for event in frames():
                 if isinstance(event, Final) and on_final is not None:
                     on_final(event.answer)
                 yield _frame(event)

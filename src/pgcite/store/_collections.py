@@ -124,6 +124,16 @@ def get_collection(conn: psycopg.Connection, name: str) -> CollectionInfo:
     return _row_to_info(row)
 
 
+async def aget_collection(conn: psycopg.AsyncConnection, name: str) -> CollectionInfo:
+    """:func:`get_collection` on an async connection (the service's request path); an unknown
+    name raises without the list of known ones (the service never shows it)."""
+    validate_name(name)
+    row = await (await conn.execute(_SELECT + " WHERE name = %s", (name,))).fetchone()
+    if row is None:
+        raise CollectionNotFound(f"no collection named {name!r}")
+    return _row_to_info(row)
+
+
 def list_collections(conn: psycopg.Connection) -> list[CollectionInfo]:
     return [_row_to_info(row) for row in conn.execute(_SELECT + " ORDER BY name")]
 

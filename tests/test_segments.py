@@ -31,9 +31,7 @@ from pgcite.store._segments import (
 )
 
 # A small Zipf-ish vocabulary of words the English analyser keeps as distinct lexemes.
-WORDS = ("harbour lantern copper meadow quarrel sermon ledger tavern orchard cathedral frigate "
-         "parliament bishop plague musket gunpowder carriage merchant voyage tailor chimney "
-         "candle pewter barley turnip herring oyster vineyard bargain pamphlet scaffold").split()
+WORDS = ["harbour", "lantern", "copper", "meadow", "quarrel", "sermon", "ledger", "tavern", "orchard", "cathedral", "frigate", "parliament", "bishop", "plague", "musket", "gunpowder", "carriage", "merchant", "voyage", "tailor", "chimney", "candle", "pewter", "barley", "turnip", "herring", "oyster", "vineyard", "bargain", "pamphlet", "scaffold"]
 CORPORA = ("north", "south")
 
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
-from pydantic import BaseModel
 
+from pgcite._camel import CamelModel
 from pgcite._errors import PgciteError
 from pgcite.store._collections import CollectionInfo
 
@@ -88,7 +88,7 @@ def new_segment(conn: psycopg.Connection, info: CollectionInfo, version_pks: Seq
     return segment_id
 
 
-class SegmentInfo(BaseModel):
+class SegmentInfo(CamelModel):
     segment_id: int
     chunks: int  # live in the snapshot
     deleted: int
@@ -129,7 +129,7 @@ def _tier(chunks: int) -> int:
     return int(math.log(max(chunks, 1), MERGE_FACTOR))
 
 
-class OptimizeReport(BaseModel):
+class OptimizeReport(CamelModel):
     collection: str
     snapshot_id: int
     segments_before: int

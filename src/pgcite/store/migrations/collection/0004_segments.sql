@@ -49,6 +49,12 @@ CREATE TABLE {schema}.snapshot_deleted_df (
     PRIMARY KEY (snapshot_id, term)
 );
 
+-- A member version is always live in one of its snapshot's segments, whose segment_versions row
+-- references it (and snapshot_segments references the segment): that chain keeps gc from
+-- removing it. The direct foreign key was 3/4 of the time of writing a snapshot's member list
+-- (one check and row lock per member: 4.6 of 6.2 s for 100k members, measured).
+ALTER TABLE {schema}.snapshot_members DROP CONSTRAINT IF EXISTS snapshot_members_version_pk_fkey;
+
 COMMENT ON COLUMN {schema}.snapshots.avg_length IS
     'BM25 average chunk length: lexeme occurrences per chunk, over chunks with at least one';
 

@@ -309,6 +309,18 @@ def render(results: dict[str, Any]) -> str:
     for name, r in results.items():
         if isinstance(r, dict) and "sizes" in r:
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r["sizes"].items()))
+    for name, r in results.items():
+        if isinstance(r, dict) and "add_documents" in r:
+            a = r["add_documents"]
+            growth = a["index_growth_bytes"]
+            segment_kb = sum(v for k, v in growth.items() if k != "snapshot_members") / 1024
+            lines += ["", f"- {name}: adding {a['documents']} documents: snapshot built in"
+                      f" {a['snapshot_build_s']} s ({a['insert_and_build_s']} s with the"
+                      f" insert) vs {a['from_scratch_build_s']} s from scratch; keyword index"
+                      f" +{segment_kb:.0f} kB, snapshot_members"
+                      f" +{growth['snapshot_members'] / 1024:.0f} kB; same keyword top-10 on"
+                      f" {a['same_top10']}/{a['queries_compared']} queries, max score difference"
+                      f" {a['max_score_difference']:.2g}"]
     return "\n".join(lines) + "\n"
 
 

@@ -132,7 +132,8 @@ def _compare(conn: Any, col: Any, snapshot_id: int, model: str, texts: list[str]
     worst = 0.0
     for i, text in enumerate(texts):
         params = {**compiled.params, "snapshot_id": snapshot_id, "ranking_text": text,
-                  "cutoff": CUTOFF, "constraint": None}
+                  "cutoff": CUTOFF, "constraint": None, "w_keyword": 1.0, "w_vector": 1.0,
+                  "rrf_k": 60.0}
         runs = [("before (per-snapshot weights)", old), ("segments", new)]
         got: dict[str, list[tuple[str, float]]] = {}
         for label, statement in (runs if i % 2 == 0 else runs[::-1]):

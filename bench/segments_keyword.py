@@ -72,9 +72,12 @@ WITH kw_terms AS (
          unnest(po.chunk_pks, po.weights) AS p(chunk_pk, weight)
     WHERE po.term = ANY(kw_terms.terms)
     GROUP BY p.chunk_pk
+), kw_top AS (
+    SELECT k.chunk_pk, k.score FROM kw_scored k {filter}
+    ORDER BY k.score DESC, k.chunk_pk LIMIT 15
 )
-SELECT c.id, k.score::float8 AS kw_score FROM kw_scored k JOIN {s}.chunks c USING (chunk_pk) {filter}
-ORDER BY k.score DESC, k.chunk_pk LIMIT 5
+SELECT c.id, t.score::float8 AS kw_score FROM kw_top t JOIN {s}.chunks c USING (chunk_pk)
+ORDER BY t.score DESC, t.chunk_pk LIMIT 5
 """
 
 
@@ -126,7 +129,8 @@ def _compare(conn: Any, col: Any, snapshot_id: int, model: str, texts: list[str]
                            constraint=False, filtered=bool(compiled.clauses), fetch=15, limit=5,
                            evidence=False)
     old = sql.SQL(_OLD_QUERY).format(s=s, filter=sql.SQL(
-        "WHERE c.date_end <= %(cutoff)s" if filters is not None else ""))
+        "JOIN {s}.chunks c USING (chunk_pk) WHERE c.date_end <= %(cutoff)s"
+        if filters is not None else "").format(s=s))
     times: dict[str, list[float]] = {"before (per-snapshot weights)": [], "segments": []}
     agree = 0
     worst = 0.0

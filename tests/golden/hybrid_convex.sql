@@ -15,10 +15,12 @@ kw_terms AS (
     SELECT ss.segment_id, d.chunk_pk
     FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
-), kw_idf AS (
-    -- the BM25 idf of each query lexeme the snapshot holds
+), kw_idf AS MATERIALIZED (
+    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
     SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM (SELECT p.term, sum(cardinality(p.chunk_pks)) - coalesce(max(d.df), 0) AS df
+    FROM (SELECT p.term,
+                 (sum(cardinality(p.chunk_pks)) - coalesce(max(d.df), 0))::float8 AS df
           FROM kw_postings p LEFT JOIN "pgc_diary".snapshot_deleted_df d
             ON d.snapshot_id = %(snapshot_id)s AND d.term = p.term
           GROUP BY p.term) t CROSS JOIN kw_stats st

@@ -3,9 +3,15 @@
 Text is drawn from a Zipf distribution over SciFact's vocabulary (so term statistics look like
 real text) and vectors from clustered Gaussians (so HNSW sees structure, as with real embeddings);
 nothing is embedded except, for the end-to-end check, the questions themselves. Measures load,
-BM25 postings build and HNSW build times, table and index sizes, and per-mode database latency
+BM25 index build and HNSW build times, table and index sizes, and per-mode database latency
 (top-5, sequential, query vector precomputed), plus end-to-end hybrid latency with real MiniLM
 query embedding (the kiosk budget: fused top-5 under 100 ms).
+
+Then the write path (docs/snapshots.md, "Segments"): ADD_DOCUMENTS more documents go in as a new
+snapshot (a new segment on top of the big one), timed, with the growth of the index's tables;
+the same snapshot built from scratch (one segment over everything, what every build did before
+segments) is timed beside it, and both are searched with 50 random queries: their keyword top-10
+must be the same, scores identical (max difference reported).
 
     python bench/scale.py --sizes 100000            # ~10 min on 2 cores
     python bench/scale.py --sizes 100000,1000000    # the 1M build takes far longer
@@ -27,7 +33,13 @@ from psycopg import sql
 
 import pgcite
 from pgcite.store._collections import ensure_vector_index
+from pgcite.store._segments import index_snapshot
 from pgcite.store._snapshots import activate_snapshot, build_snapshot
+
+ADD_DOCUMENTS = 100
+# The keyword index's tables: what a new snapshot adds to them is its storage cost.
+INDEX_TABLES = ("segments", "segment_versions", "segment_postings", "snapshot_segments",
+                "snapshot_deleted_df", "snapshot_members")
 
 DIM = 384
 WORDS_PER_CHUNK = 60
@@ -69,27 +81,7 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
             s=s, i=sql.Identifier(_hnsw_name(conn, col))))
         for start in range(0, n, batch):
             size = min(batch, n - start)
-            texts = synthetic_texts(size, vocab, rng)
-            vecs = synthetic_vectors(size, rng, centroids)
-            years = rng.integers(1600, 2000, size=size)
-            with conn.cursor() as cur:
-                cur.execute(sql.SQL(
-                    "INSERT INTO {s}.versions (document_id, content_hash, source, n_chunks)"
-                    " SELECT 'doc-' || g, 'synthetic', 'synthetic', 1"
-                    " FROM generate_series(%s::bigint, %s::bigint) g").format(s=s),
-                    (start, start + size - 1))
-                first_pk = _first_version_pk(conn, col, start)
-                with cur.copy(sql.SQL(
-                        "COPY {s}.chunks (version_pk, id, document_id, ordinal, corpus, date_start,"
-                        " date_end, citation, body, embedding, embed_model, content_hash)"
-                        " FROM STDIN WITH (FORMAT BINARY)").format(s=s)) as copy:
-                    copy.set_types(["int8", "text", "text", "int4", "text", "date", "date",
-                                    "text", "text", "vector", "text", "text"])
-                    for i in range(size):
-                        doc = f"doc-{start + i}"
-                        day = _date(int(years[i]))
-                        copy.write_row((first_pk + i, f"{doc}-a", doc, 0, "ABC"[i % 3], day, day,
-                                        doc, texts[i], vecs[i], spec.model_key, "synthetic"))
+            insert_synthetic(conn, col, start, size, vocab, rng, centroids)
             print(f"  loaded {start + size}/{n}", file=sys.stderr)
         timings["load_s"] = time.perf_counter() - started
         t0 = time.perf_counter()
@@ -104,9 +96,104 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
         conn.execute("SET max_parallel_maintenance_workers = 1")
         ensure_vector_index(conn, col.info.schema_name, spec, col.info.settings.halfvec)
         conn.execute(sql.SQL("VACUUM ANALYZE {s}.chunks").format(s=s))
-        conn.execute(sql.SQL("ANALYZE {s}.postings").format(s=s))
+        conn.execute(sql.SQL("ANALYZE {s}.segment_postings").format(s=s))
     timings["hnsw_build_s"] = time.perf_counter() - t0
     return {k: round(v, 1) for k, v in timings.items()}
+
+
+def insert_synthetic(conn: Any, col: pgcite.Collection, start: int, size: int, vocab: list[str],
+                     rng: np.random.Generator, centroids: np.ndarray) -> list[int]:
+    """Versions doc-START.. of one chunk each; returns their version_pks."""
+    s = col.info.schema_id
+    spec = col.info.embedder
+    texts = synthetic_texts(size, vocab, rng)
+    vecs = synthetic_vectors(size, rng, centroids)
+    years = rng.integers(1600, 2000, size=size)
+    with conn.cursor() as cur:
+        cur.execute(sql.SQL(
+            "INSERT INTO {s}.versions (document_id, content_hash, source, n_chunks)"
+            " SELECT 'doc-' || g, 'synthetic', 'synthetic', 1"
+            " FROM generate_series(%s::bigint, %s::bigint) g").format(s=s),
+            (start, start + size - 1))
+        first_pk = _first_version_pk(conn, col, start)
+        with cur.copy(sql.SQL(
+                "COPY {s}.chunks (version_pk, id, document_id, ordinal, corpus, date_start,"
+                " date_end, citation, body, embedding, embed_model, content_hash)"
+                " FROM STDIN WITH (FORMAT BINARY)").format(s=s)) as copy:
+            copy.set_types(["int8", "text", "text", "int4", "text", "date", "date",
+                            "text", "text", "vector", "text", "text"])
+            for i in range(size):
+                doc = f"doc-{start + i}"
+                day = _date(int(years[i]))
+                copy.write_row((first_pk + i, f"{doc}-a", doc, 0, "ABC"[i % 3], day, day,
+                                doc, texts[i], vecs[i], spec.model_key, "synthetic"))
+    return list(range(first_pk, first_pk + size))
+
+
+def table_bytes(col: pgcite.Collection) -> dict[str, int]:
+    with col.client.connection() as conn:
+        return {t: int(conn.execute("SELECT pg_total_relation_size(%s)",
+                                    (f"{col.info.schema_name}.{t}",)).fetchone()[0])  # type: ignore[index]
+                for t in INDEX_TABLES}
+
+
+def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Generator,
+                  centroids: np.ndarray) -> dict[str, Any]:
+    """ADD_DOCUMENTS new documents as a new snapshot, timed; the same snapshot from scratch
+    beside it; both compared on random queries."""
+    s = col.info.schema_id
+    spec = col.info.embedder
+    before = table_bytes(col)
+    started = time.perf_counter()
+    with col.client.db.transaction() as conn:
+        live = [r[0] for r in conn.execute(sql.SQL(
+            "SELECT m.version_pk FROM {s}.snapshot_members m JOIN {s}.active a USING"
+            " (snapshot_id)").format(s=s))]
+        added = insert_synthetic(conn, col, n, ADD_DOCUMENTS, vocab, rng, centroids)
+        t0 = time.perf_counter()
+        snap = build_snapshot(conn, col.info, live + added, spec=spec, note="add 100 documents")
+        activate_snapshot(conn, col.info, snap)
+        build_s = time.perf_counter() - t0
+    total_s = time.perf_counter() - started
+    after = table_bytes(col)
+    # The same members from scratch: one new segment over every version.
+    t0 = time.perf_counter()
+    with col.client.db.transaction() as conn:
+        row = conn.execute(sql.SQL(
+            "INSERT INTO {s}.snapshots (embed_model, embed_dim, ts_config, note, bm25_k1, bm25_b)"
+            " SELECT embed_model, embed_dim, ts_config, 'full rebuild (benchmark)', bm25_k1,"
+            " bm25_b FROM {s}.snapshots WHERE snapshot_id = %s RETURNING snapshot_id").format(
+            s=s), (snap,)).fetchone()
+        full = int(row[0])  # type: ignore[index]
+        conn.execute(sql.SQL("INSERT INTO {s}.snapshot_members (snapshot_id, version_pk)"
+                             " SELECT %s, version_pk FROM {s}.snapshot_members"
+                             " WHERE snapshot_id = %s").format(s=s), (full, snap))
+        index_snapshot(conn, col.info, full, None, live + added)
+    full_s = time.perf_counter() - t0
+    with col.client.db.connect(autocommit=True) as conn:
+        conn.execute(sql.SQL("ANALYZE {s}.segment_postings").format(s=s))
+        conn.execute(sql.SQL("ANALYZE {s}.snapshot_segments").format(s=s))
+    worst = 0.0
+    same_top = 0
+    queries = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(50)]
+    for text in queries:
+        a = col.search(text, top_k=10, mode="keyword", snapshot_id=snap, snippets=False).hits
+        b = col.search(text, top_k=10, mode="keyword", snapshot_id=full, snippets=False).hits
+        same_top += [h.id for h in a] == [h.id for h in b]
+        worst = max([worst, *(abs((x.keyword_score or 0) - (y.keyword_score or 0))
+                              for x, y in zip(a, b, strict=False))])
+    with col.client.db.transaction() as conn:  # the from-scratch copy is not kept
+        conn.execute(sql.SQL("DELETE FROM {s}.snapshots WHERE snapshot_id = %s").format(s=s),
+                     (full,))
+        conn.execute(sql.SQL(
+            "DELETE FROM {s}.segments g WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_segments"
+            " ss WHERE ss.segment_id = g.segment_id)").format(s=s))
+    return {"documents": ADD_DOCUMENTS, "snapshot_build_s": round(build_s, 2),
+            "insert_and_build_s": round(total_s, 2), "from_scratch_build_s": round(full_s, 2),
+            "index_growth_bytes": {t: after[t] - before[t] for t in INDEX_TABLES},
+            "index_bytes_before": before,
+            "queries_compared": len(queries), "same_top10": same_top,
+            "max_score_difference": worst}
 
 
 def _hnsw_name(conn: Any, col: pgcite.Collection) -> str:
@@ -171,8 +258,8 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     return out
 
 
-def _previous(name: str) -> dict[str, Any] | None:
-    path = RESULTS / "scale" / "summary.json"
+def _previous(name: str, folder: str) -> dict[str, Any] | None:
+    path = RESULTS / folder / "summary.json"
     return json.loads(path.read_text()).get(name) if path.exists() else None
 
 
@@ -181,6 +268,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000")
     parser.add_argument("--reuse", action="store_true",
                         help="measure latency on collections built by an earlier run")
+    parser.add_argument("--results", default="scale",
+                        help="folder under bench/results (another one keeps the published run)")
     args = parser.parse_args()
     rng = np.random.default_rng(SEED)
     vocab = vocabulary()
@@ -189,7 +278,7 @@ def main() -> None:
     with client() as c:
         for n in [int(x) for x in args.sizes.split(",")]:
             name = f"scale_{n // 1000}k"
-            previous = _previous(name)
+            previous = _previous(name, args.results)
             if args.reuse and previous is not None:
                 col, build = c.collection(name), previous["build"]
             else:
@@ -200,8 +289,12 @@ def main() -> None:
                 col = c.collection(name)
             results[name] = {"chunks": n, "build": build, "sizes": sizes(col),
                              "latency": latency(col, vocab, rng, centroids)}
+            if not args.reuse:
+                print(f"{name}: adding {ADD_DOCUMENTS} documents", file=sys.stderr)
+                results[name]["add_documents"] = add_documents(col, n, vocab, rng, centroids)
+                results[name]["latency_after_add"] = latency(col, vocab, rng, centroids)
             print(json.dumps(results[name], indent=2), file=sys.stderr)
-    out = RESULTS / "scale"
+    out = RESULTS / args.results
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(results, indent=2))
     (out / "report.md").write_text(render(results))
@@ -216,6 +309,18 @@ def render(results: dict[str, Any]) -> str:
     for name, r in results.items():
         if isinstance(r, dict) and "sizes" in r:
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r["sizes"].items()))
+    for name, r in results.items():
+        if isinstance(r, dict) and "add_documents" in r:
+            a = r["add_documents"]
+            growth = a["index_growth_bytes"]
+            segment_kb = sum(v for k, v in growth.items() if k != "snapshot_members") / 1024
+            lines += ["", f"- {name}: adding {a['documents']} documents: snapshot built in"
+                      f" {a['snapshot_build_s']} s ({a['insert_and_build_s']} s with the"
+                      f" insert) vs {a['from_scratch_build_s']} s from scratch; keyword index"
+                      f" +{segment_kb:.0f} kB, snapshot_members"
+                      f" +{growth['snapshot_members'] / 1024:.0f} kB; same keyword top-10 on"
+                      f" {a['same_top10']}/{a['queries_compared']} queries, max score difference"
+                      f" {a['max_score_difference']:.2g}"]
     return "\n".join(lines) + "\n"
 
 

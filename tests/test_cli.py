@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -116,3 +117,22 @@ def test_bad_setting_in_the_environment_is_one_line(
     monkeypatch.setenv(var, value)
     code, out = run("collection", "list")
     assert code == 2 and f"{var}='{value}'" in out and "Traceback" not in out, out
+
+
+def test_collection_optimize(cli_env: None, client: pgcite.Client, tmp_path: Path) -> None:
+    """Two ingests make two segments; a full optimize merges them into one, reported in
+    camelCase JSON; an unknown snapshot is a one-line error."""
+    col = client.create_collection("cli_optimize")
+    try:
+        lines = DIARY.read_text().splitlines()
+        for i, part in enumerate((lines[:4], lines[4:8])):
+            (tmp_path / f"{i}.jsonl").write_text("\n".join(part) + "\n")
+            col.ingest([tmp_path / f"{i}.jsonl"])
+        code, out = run("collection", "optimize", "cli_optimize", "--full", "--json")
+        assert code == 0, out
+        report = json.loads(out)
+        assert (report["segmentsBefore"], report["segmentsAfter"], report["merges"]) == (2, 1, 1)
+        code, out = run("collection", "optimize", "cli_optimize", "--snapshot", "999")
+        assert code == 1 and "no snapshot 999" in out and "Traceback" not in out
+    finally:
+        client.drop_collection("cli_optimize")

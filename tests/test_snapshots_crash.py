@@ -110,9 +110,14 @@ def build_state(col: pgcite.Collection, snapshot_id: int) -> dict[str, Any]:
             " c.embedding::text FROM {s}.chunks c JOIN {s}.snapshot_members m USING"
             " (version_pk) WHERE m.snapshot_id = %s ORDER BY c.id").format(
             s=col.info.schema_id), (snapshot_id,)).fetchall()
+        # the snapshot's keyword index: its terms and their document frequencies, summed
         postings = conn.execute(sql.SQL(
-            "SELECT count(*), sum(cardinality(chunk_pks)) FROM {s}.postings"
-            " WHERE snapshot_id = %s").format(s=col.info.schema_id), (snapshot_id,)).fetchone()
+            "SELECT count(*), sum(df) FROM (SELECT p.term, sum(cardinality(p.chunk_pks))"
+            " - coalesce(max(d.df), 0) AS df FROM {s}.snapshot_segments ss"
+            " JOIN {s}.segment_postings p USING (segment_id) LEFT JOIN {s}.snapshot_deleted_df d"
+            " ON d.snapshot_id = ss.snapshot_id AND d.term = p.term WHERE ss.snapshot_id = %s"
+            " GROUP BY p.term) t WHERE df > 0").format(s=col.info.schema_id),
+            (snapshot_id,)).fetchone()
     return {"members": members, "chunks": [row[:-1] for row in chunks],
             "vectors": np.array([json.loads(row[-1]) for row in chunks]), "postings": postings}
 

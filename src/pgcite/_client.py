@@ -51,6 +51,7 @@ from pgcite.store._collections import (
 )
 from pgcite.store._database import Database
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_without, list_documents
+from pgcite.store._segments import OptimizeReport, optimize
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
 
 R = TypeVar("R", SearchResult, Answer)
@@ -325,6 +326,15 @@ class Collection:
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)
         return report
+
+    def optimize(self, *, snapshot_id: int | None = None, full: bool = False) -> OptimizeReport:
+        """Merge the keyword index's segments of the active snapshot (or ``snapshot_id``) by
+        the tiered policy, or all into one (``full``), purging deleted chunks. No score or
+        result changes (docs/snapshots.md, "Segments"); segments other snapshots still use are
+        kept until gc removes those snapshots."""
+        target = self._snapshot(snapshot_id).snapshot_id
+        with self.client.db.transaction() as conn:
+            return optimize(conn, self.info, target, full=full)
 
     def view(self, snapshot_id: int | None = None, *, embedder: bool = True) -> SearchView:
         """This collection as one request sees it: one snapshot (the active one unless

@@ -2,12 +2,38 @@ WITH
 kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{}') AS terms
     FROM unnest(to_tsvector('english'::regconfig, %(ranking_text)s))
+), kw_stats AS (
+    SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
+           bm25_k1::float8 AS k1, bm25_b::float8 AS b
+    FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s
+), kw_postings AS MATERIALIZED (
+    SELECT ss.segment_id, p.term, p.chunk_pks, p.tfs, p.lengths
+    FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_postings p USING (segment_id)
+    CROSS JOIN kw_terms
+    WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = ANY(kw_terms.terms)
+), kw_dead AS (
+    SELECT ss.segment_id, d.chunk_pk
+    FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
+    WHERE ss.snapshot_id = %(snapshot_id)s
+), kw_idf AS MATERIALIZED (
+    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM (SELECT p.term,
+                 (sum(cardinality(p.chunk_pks)) - coalesce(max(d.df), 0))::float8 AS df
+          FROM kw_postings p LEFT JOIN "pgc_diary".snapshot_deleted_df d
+            ON d.snapshot_id = %(snapshot_id)s AND d.term = p.term
+          GROUP BY p.term) t CROSS JOIN kw_stats st
+    WHERE t.df > 0
 ), kw_scored AS (
-    SELECT p.chunk_pk, sum(p.weight) AS score
-    FROM "pgc_diary".postings po CROSS JOIN kw_terms,
-         unnest(po.chunk_pks, po.weights) AS p(chunk_pk, weight)
-    WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
-    GROUP BY p.chunk_pk
+    SELECT u.chunk_pk,
+           sum(i.idf * u.tf * (st.k1 + 1)
+               / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
+    FROM kw_postings p JOIN kw_idf i USING (term) CROSS JOIN kw_stats st,
+         unnest(p.chunk_pks, p.tfs, p.lengths) AS u(chunk_pk, tf, len)
+    WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
+                      WHERE d.segment_id = p.segment_id AND d.chunk_pk = u.chunk_pk)
+    GROUP BY u.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
     FROM kw_scored k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)
@@ -19,16 +45,7 @@ kw_terms AS (
            coalesce((score - min(score) OVER ()) / nullif(max(score) OVER () - min(score) OVER (), 0), 1.0) AS norm
     FROM kw_top
 ),
-kw_stats AS (
-    SELECT coalesce(n_chunks, 0)::float8 AS n FROM "pgc_diary".snapshots
-    WHERE snapshot_id = %(snapshot_id)s
-), kw_idf AS (
-    -- the BM25 idf of each query lexeme the snapshot holds (df = its postings' length)
-    SELECT po.term, ln(1 + (st.n - cardinality(po.chunk_pks) + 0.5)
-                          / (cardinality(po.chunk_pks) + 0.5)) AS idf
-    FROM "pgc_diary".postings po CROSS JOIN kw_terms CROSS JOIN kw_stats st
-    WHERE po.snapshot_id = %(snapshot_id)s AND po.term = ANY(kw_terms.terms)
-), kw_mass AS (
+kw_mass AS (
     -- all the query's idf mass: a lexeme the snapshot lacks counts with df = 0
     SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf)
            + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n + 0.5) / 0.5)

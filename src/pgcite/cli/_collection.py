@@ -1,4 +1,4 @@
-"""`pgcite collection create|list|show|set|drop`."""
+"""`pgcite collection create|list|show|set|optimize|drop`."""
 
 from __future__ import annotations
 
@@ -81,6 +81,28 @@ def show(name: str, json_out: bool = JsonOption) -> None:
     console.print(f"active snapshot {stats['active_snapshot']}: {live.get('documents', 0)} "
                   f"documents, {live.get('chunks', 0)} chunks  ({stats['snapshots']} snapshots, "
                   f"{stats['stored']['chunks']} chunks stored)")
+
+
+@app.command()
+def optimize(
+    name: str,
+    full: Annotated[bool, typer.Option(
+        help="Merge every segment into one (default: the tiered policy, only what is due).")]
+    = False,
+    snapshot: Annotated[int | None, typer.Option(
+        help="The snapshot whose segments to merge (default: the active one).")] = None,
+    json_out: bool = JsonOption,
+) -> None:
+    """Merge the keyword index's segments (docs/snapshots.md): fewer segments, deleted chunks
+    purged, every search result unchanged."""
+    with user_errors(), client() as c:
+        report = c.collection(name).optimize(snapshot_id=snapshot, full=full)
+    if json_out:
+        emit_json(report)
+        return
+    console.print(f"{name}: snapshot {report.snapshot_id} has {report.segments_after} segments"
+                  f" (was {report.segments_before}; {report.merges} merges,"
+                  f" {report.deleted_purged} deleted chunks purged)")
 
 
 @app.command()

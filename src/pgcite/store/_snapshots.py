@@ -27,9 +27,7 @@ from pgcite.store._collections import (
     set_embedder,
     vector_index_name,
 )
-
-BM25_K1 = 1.2
-BM25_B = 0.75
+from pgcite.store._segments import BM25_B, BM25_K1, index_snapshot
 
 _CHUNK_COLUMNS = (
     "version_pk", "id", "document_id", "ordinal", "corpus", "date_start", "date_end", "author",
@@ -215,10 +213,12 @@ def build_snapshot(
     corpus_version: str | None = None,
     note: str | None = None,
 ) -> int:
-    """Create a ready snapshot over these versions, with BM25 postings and statistics.
+    """Create a ready snapshot over these versions, with its BM25 index and statistics.
 
     If a ready snapshot with exactly these versions, model and corpus version exists already, its
-    id is returned instead: a build resumed after a crash (or run twice) makes no duplicate."""
+    id is returned instead: a build resumed after a crash (or run twice) makes no duplicate.
+    The keyword index starts from the active snapshot's (or the newest ready one's, same model):
+    only the versions it lacks are indexed, so the cost is what changed."""
     pks = sorted(set(version_pks))
     same = _identical_snapshot(conn, info, pks, spec, corpus_version)
     if same is not None:
@@ -239,11 +239,22 @@ def build_snapshot(
         ).format(s=info.schema_id),
         (snapshot_id, pks),
     )
-    _check_single_model(conn, info, snapshot_id, spec)
-    conn.execute(_POSTINGS_SQL.format(s=info.schema_id), {
-        "sid": snapshot_id, "k1": BM25_K1, "b": BM25_B})
-    conn.execute(_FINALIZE_SQL.format(s=info.schema_id), {"sid": snapshot_id})
+    base_id = _base_snapshot(conn, info, spec)
+    _check_single_model(conn, info, snapshot_id, spec, base_id)
+    index_snapshot(conn, info, snapshot_id, base_id, pks)
     return snapshot_id
+
+
+def _base_snapshot(conn: psycopg.Connection, info: CollectionInfo,
+                   spec: EmbedderSpec) -> int | None:
+    """The snapshot a new one's index starts from: the active one, else the newest ready one,
+    embedded with the same model (its members passed the model check already)."""
+    row = conn.execute(sql.SQL(
+        "SELECT s.snapshot_id FROM {s}.snapshots s LEFT JOIN {s}.active a"
+        " ON a.snapshot_id = s.snapshot_id WHERE s.state = 'ready' AND s.embed_model = %s"
+        " ORDER BY a.snapshot_id IS NULL, s.snapshot_id DESC LIMIT 1").format(s=info.schema_id),
+        (spec.model_key,)).fetchone()
+    return int(row[0]) if row else None
 
 
 def _identical_snapshot(
@@ -268,15 +279,24 @@ def _identical_snapshot(
     return int(row[0]) if row else None
 
 
+# The members the base snapshot lacks (all of them without a base): only those can differ.
+_NEW_MEMBERS = sql.SQL("SELECT m.version_pk FROM {s}.snapshot_members m WHERE m.snapshot_id = %(sid)s"
+                " AND NOT EXISTS (SELECT 1 FROM {s}.snapshot_members b"
+                " WHERE b.snapshot_id = %(base)s AND b.version_pk = m.version_pk)")
+
+
 def _check_single_model(
-    conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int, spec: EmbedderSpec
+    conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int, spec: EmbedderSpec,
+    base_id: int | None,
 ) -> None:
+    new = _NEW_MEMBERS.format(s=info.schema_id)
+    ids = {"sid": snapshot_id, "base": base_id, "model": spec.model_key, "dim": spec.dim}
     other = conn.execute(
         sql.SQL(
-            "SELECT DISTINCT c.embed_model FROM {s}.chunks c JOIN {s}.snapshot_members m"
-            " USING (version_pk) WHERE m.snapshot_id = %s AND c.embed_model <> %s"
-        ).format(s=info.schema_id),
-        (snapshot_id, spec.model_key),
+            "SELECT DISTINCT c.embed_model FROM {s}.chunks c WHERE c.version_pk IN ({new})"
+            " AND c.embed_model <> %(model)s"
+        ).format(s=info.schema_id, new=new),
+        ids,
     ).fetchall()
     if other:
         raise PgciteError(
@@ -286,67 +306,16 @@ def _check_single_model(
     # The snapshot records one dimension; queries cast to it, so every vector must have it.
     wrong = conn.execute(
         sql.SQL(
-            "SELECT c.id, vector_dims(c.embedding) FROM {s}.chunks c JOIN {s}.snapshot_members m"
-            " USING (version_pk) WHERE m.snapshot_id = %s AND vector_dims(c.embedding) <> %s"
-            " LIMIT 1"
-        ).format(s=info.schema_id),
-        (snapshot_id, spec.dim),
+            "SELECT c.id, vector_dims(c.embedding) FROM {s}.chunks c"
+            " WHERE c.version_pk IN ({new}) AND vector_dims(c.embedding) <> %(dim)s LIMIT 1"
+        ).format(s=info.schema_id, new=new),
+        ids,
     ).fetchone()
     if wrong:
         raise PgciteError(
             f"chunk {wrong[0]} has a {wrong[1]}-dim vector but {spec.model_key} gives {spec.dim}",
             hint="re-embed it: the snapshot would be unsearchable",
         )
-
-
-# BM25 (Robertson/Lucene idf, k1/b saturation and length normalisation) precomputed per snapshot.
-# Term frequencies and lengths come from the same tsvector the GIN index uses, so the keyword
-# leg sees exactly PostgreSQL's analyser (stemming, stop words) for the collection's language.
-_POSTINGS_SQL = sql.SQL("""
-WITH members AS (
-    SELECT c.chunk_pk, c.tsv FROM {s}.chunks c
-    JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %(sid)s
-), tf AS (
-    SELECT m.chunk_pk, t.lexeme AS term, cardinality(t.positions)::float8 AS tf
-    FROM members m, unnest(m.tsv) AS t
-), dl AS (
-    SELECT chunk_pk, sum(tf) AS dl FROM tf GROUP BY chunk_pk
-), stats AS (
-    SELECT (SELECT count(*) FROM members)::float8 AS n, coalesce(avg(dl), 1) AS avgdl FROM dl
-), df AS (
-    SELECT term, count(*)::float8 AS df FROM tf GROUP BY term
-), weighted AS (
-    SELECT tf.term, tf.chunk_pk,
-           (ln(1 + (stats.n - df.df + 0.5) / (df.df + 0.5))
-            * tf.tf * (%(k1)s + 1)
-            / (tf.tf + %(k1)s * (1 - %(b)s + %(b)s * dl.dl / stats.avgdl)))::real AS weight
-    FROM tf JOIN dl USING (chunk_pk) JOIN df USING (term) CROSS JOIN stats
-)
-INSERT INTO {s}.postings (snapshot_id, term, chunk_pks, weights)
-SELECT %(sid)s, term,
-       array_agg(chunk_pk ORDER BY weight DESC, chunk_pk),
-       array_agg(weight ORDER BY weight DESC, chunk_pk)
-FROM weighted GROUP BY term
-""")
-
-_FINALIZE_SQL = sql.SQL("""
-WITH members AS (
-    SELECT c.* FROM {s}.chunks c
-    JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %(sid)s
-), fields AS (
-    SELECT coalesce(jsonb_object_agg(key, types), '{{}}'::jsonb) AS f FROM (
-        SELECT e.key, jsonb_agg(DISTINCT jsonb_typeof(e.value)) AS types
-        FROM members, jsonb_each(members.metadata) AS e GROUP BY e.key) k
-)
-UPDATE {s}.snapshots SET
-    state = 'ready',
-    finalized_at = now(),
-    n_documents = (SELECT count(DISTINCT document_id) FROM members),
-    n_chunks = (SELECT count(*) FROM members),
-    avg_length = (SELECT avg(length(tsv)) FROM members),
-    metadata_fields = (SELECT f FROM fields)
-WHERE snapshot_id = %(sid)s
-""")
 
 
 ANY_ACTIVE = -1  # activate_snapshot(expect_active=...): do not check what is active now
@@ -488,6 +457,7 @@ class GcReport(BaseModel):
     snapshots_removed: list[int]
     versions_removed: int
     chunks_removed: int
+    segments_removed: int = 0
     indexes_dropped: list[str] = []
     dry_run: bool = False
 
@@ -516,13 +486,20 @@ def collect_garbage(
             "older": older_than, "keep": keep_retired})]
         conn.execute(sql.SQL("DELETE FROM {s}.snapshots WHERE snapshot_id = ANY(%s)").format(
             s=info.schema_id), (doomed,))
+        # Segments no snapshot uses any more (merged away, or only the removed ones'), then
+        # versions that neither a snapshot nor a remaining segment holds.
+        segments = conn.execute(sql.SQL(
+            "DELETE FROM {s}.segments g WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_segments ss"
+            " WHERE ss.segment_id = g.segment_id) RETURNING segment_id").format(s=info.schema_id)
+        ).fetchall()
         removed = conn.execute(sql.SQL(
             "DELETE FROM {s}.versions v WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
-            " WHERE m.version_pk = v.version_pk) RETURNING n_chunks").format(s=info.schema_id)
-        ).fetchall()
+            " WHERE m.version_pk = v.version_pk) AND NOT EXISTS (SELECT 1 FROM"
+            " {s}.segment_versions sv WHERE sv.version_pk = v.version_pk) RETURNING n_chunks"
+        ).format(s=info.schema_id)).fetchall()
     return GcReport(collection=info.name, snapshots_removed=sorted(doomed),
                     versions_removed=len(removed), chunks_removed=sum(r[0] for r in removed),
-                    dry_run=dry_run)
+                    segments_removed=len(segments), dry_run=dry_run)
 
 
 _DOOMED_SQL = sql.SQL("""

@@ -46,7 +46,7 @@ def undated_excluded(conn: psycopg.Connection, info: CollectionInfo, snapshot: S
 
 def _count(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
            others: Filters) -> int:
-    compiled = compile_filters(others, snapshot.metadata_fields or {})
+    compiled = compile_filters(others, snapshot.metadata_fields or {}, info.schema_id)
     row = conn.execute(
         sql.SQL(
             "SELECT count(*) FROM {s}.chunks c WHERE c.date_end IS NULL AND {filters}"

@@ -9,6 +9,7 @@ activation moves the active pointer (or switches the model) mid-request.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,14 +20,17 @@ import psycopg
 
 from pgcite._errors import EmbedderError
 from pgcite.embed._base import Embedder
+from pgcite.retrieve._entities import boost_hits, recognise
 from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._hits import SearchResult, StageEvent
 from pgcite.retrieve._pipeline import StageModels, Stages, staged_search
 from pgcite.retrieve._search import SearchOptions, run_search
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
 # A pooled connection for one unit of work (the service's is role-scoped; see service/_roles.py)
+# Candidates the entity boost reorders (at least): a boost inside top_k = 5 could hardly help.
+ENTITY_DEPTH = 50
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection]]
 
 
@@ -62,6 +66,8 @@ class SearchView:
         requested = options.weights  # None: the collection's, which a route may tilt
         options = options.resolved(self.info.settings)
         plan = Stages.model_validate(self.info.settings.stages).merged(stages)
+        if plan.entity_boost > 0:
+            return self._entity_boosted(query, filters, options, plan, query_vector, explain)
         if not plan.active:
             return self.search_once(query, filters=filters, options=options,
                                     query_vector=query_vector, explain=explain)
@@ -77,6 +83,36 @@ class SearchView:
 
         return staged_search(one, query, top_k=options.top_k, mode=options.mode, stages=plan,
                              models=self.models, cutoff=filters.cutoff)
+
+    def _entity_boosted(self, query: str, filters: Filters, options: SearchOptions,
+                        plan: Stages, query_vector: np.ndarray | None,
+                        explain: bool) -> SearchResult:
+        """The search with the entity boost on fused scores: the candidates are fetched at
+        least ENTITY_DEPTH deep (so there is something to reorder), boosted, cut to top_k."""
+        started = time.perf_counter()
+        with self.connection() as conn:
+            entities = recognise(conn, self.info, self.snapshot, query, filters)
+        rest = plan.model_copy(update={"entity_boost": 0.0})
+        if not entities:
+            result = self.search(query, filters=filters, options=options, stages=rest,
+                                 query_vector=query_vector, explain=explain)
+            event = StageEvent(stage="entities", outcome="skipped",
+                               detail="the query names no entity the passages know",
+                               ms=(time.perf_counter() - started) * 1000)
+            return result.model_copy(update={"stages": [*result.stages, event]})
+        deep = options.model_copy(update={"top_k": max(options.top_k, ENTITY_DEPTH)})
+        result = self.search(query, filters=filters, options=deep, stages=rest,
+                             query_vector=query_vector, explain=explain)
+        with self.connection() as conn:
+            hits = boost_hits(conn, self.info, self.snapshot, result.hits, entities,
+                              plan.entity_boost)
+        event = StageEvent(
+            stage="entities", outcome="applied",
+            detail=f"x(1 + {plan.entity_boost:g} x share) for "
+                   + ", ".join(f"{e.text!r} -> {e.key} ({e.chunks} passages)" for e in entities),
+            ms=(time.perf_counter() - started) * 1000)
+        return result.model_copy(update={"hits": hits[: options.top_k],
+                                         "stages": [*result.stages, event]})
 
     def searcher(
         self,

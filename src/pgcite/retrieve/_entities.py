@@ -49,7 +49,9 @@ KIND_LABELS: dict[str, tuple[str, ...]] = {
 MAX_NGRAM = 4
 # An entity in more than this share of the visible passages (the diarist himself) says
 # nothing about which passage a query wants: it neither boosts nor counts as a query entity.
+# (Only from MIN_PASSAGES visible passages on: in a handful, any name is in a large share.)
 MAX_SHARE = 0.2
+MIN_PASSAGES = 50
 _WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*\.?", re.UNICODE)
 
 
@@ -158,7 +160,8 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
     used: set[str] = set()
     for key, entity, chunks, total in rows:
         words = set(key.split())
-        if words & used or entity in {e.key for e in found} or chunks > MAX_SHARE * total:
+        common = total >= MIN_PASSAGES and chunks > MAX_SHARE * total
+        if words & used or entity in {e.key for e in found} or common:
             continue
         used |= words
         found.append(QueryEntity(key=entity, text=key, chunks=chunks,

@@ -88,7 +88,8 @@ class SearchView:
                         plan: Stages, query_vector: np.ndarray | None,
                         explain: bool) -> SearchResult:
         """The search with the entity boost on fused scores: the candidates are fetched at
-        least ENTITY_DEPTH deep (so there is something to reorder), boosted, cut to top_k."""
+        least ENTITY_DEPTH deep (so there is something to reorder), the first ENTITY_DEPTH
+        boosted and re-sorted, then cut to top_k."""
         started = time.perf_counter()
         with self.connection() as conn:
             entities = recognise(conn, self.info, self.snapshot, query, filters)
@@ -103,9 +104,12 @@ class SearchView:
         deep = options.model_copy(update={"top_k": max(options.top_k, ENTITY_DEPTH)})
         result = self.search(query, filters=filters, options=deep, stages=rest,
                              query_vector=query_vector, explain=explain)
+        # the first ENTITY_DEPTH are reordered, whatever top_k: the same top 10 for top_k 5 or
+        # 500 (as rerank_depth does for the reranker)
+        head, tail = result.hits[:ENTITY_DEPTH], result.hits[ENTITY_DEPTH:]
         with self.connection() as conn:
-            hits = boost_hits(conn, self.info, self.snapshot, result.hits, entities,
-                              plan.entity_boost)
+            hits = [*boost_hits(conn, self.info, self.snapshot, head, entities,
+                                plan.entity_boost), *tail]
         event = StageEvent(
             stage="entities", outcome="applied",
             detail=f"x(1 + {plan.entity_boost:g} x share) for "

@@ -92,6 +92,9 @@ def test_query_candidates_are_word_runs_longest_first() -> None:
     keys = query_candidates("What did Sir W. Penn say at Deptford?")
     assert keys.index("w penn") < keys.index("penn")
     assert "deptford" in keys and "" not in keys
+    # in a query with capitals, a name starts and ends with one: "house" is no candidate
+    assert "house" not in query_candidates("Where is the house of Sir W. Batten?")
+    assert "house" in query_candidates("where is the house")
 
 
 def test_a_filter_naming_only_a_title_is_a_filter_error(diary: pgcite.Collection) -> None:

@@ -120,12 +120,18 @@ def _visible(info: CollectionInfo, snapshot: SnapshotInfo,
 
 
 def query_candidates(query: str) -> list[str]:
-    """The keys of every run of 1-4 words of the query (the names it might contain)."""
+    """The keys of every run of 1-4 words of the query that could be a name: it starts and
+    ends with a capitalised word ("Siege of Rhodes", not "house") -- unless the query has no
+    capital at all, when every run counts."""
     words = _WORD.findall(query)
+    cased = any(w[:1].isupper() for w in words)
     keys: list[str] = []
     for n in range(MAX_NGRAM, 0, -1):
         for start in range(len(words) - n + 1):
-            key = entity_key(" ".join(words[start: start + n]))
+            run = words[start: start + n]
+            if cased and not (run[0][:1].isupper() and run[-1][:1].isupper()):
+                continue
+            key = entity_key(" ".join(run))
             if key and key not in keys and not key.isdigit():
                 keys.append(key)
     return keys
@@ -158,8 +164,11 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
                                     "candidates": candidates}).fetchall()
     found: list[QueryEntity] = []
     used: set[str] = set()
+    authors = _author_keys(conn, info, snapshot)
     for key, entity, chunks, total in rows:
         words = set(key.split())
+        if entity in authors or key in authors:
+            continue  # the documents' own author ("Pepys" in his diary) tells no passage apart
         common = total >= MIN_PASSAGES and chunks > MAX_SHARE * total
         if words & used or entity in {e.key for e in found} or common:
             continue
@@ -167,6 +176,18 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
         found.append(QueryEntity(key=entity, text=key, chunks=chunks,
                                  idf=math.log(1 + (total - chunks + 0.5) / (chunks + 0.5))))
     return found
+
+
+def _author_keys(conn: psycopg.Connection, info: CollectionInfo,
+                 snapshot: SnapshotInfo) -> set[str]:
+    """The keys of the snapshot's authors and of each of their names ("samuel pepys",
+    "samuel", "pepys")."""
+    rows = conn.execute(sql.SQL(
+        "SELECT DISTINCT c.author FROM {s}.chunks c WHERE c.author IS NOT NULL AND c.version_pk"
+        " IN (SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %s) LIMIT 100"
+    ).format(s=info.schema_id), (snapshot.snapshot_id,)).fetchall()
+    keys = {entity_key(r[0]) for r in rows}
+    return {k for key in keys if key for k in (key, *key.split())}
 
 
 _HIT_ENTITIES = """

@@ -200,6 +200,11 @@ def test_entity_boost_reorders_within_the_filters(navy: pgcite.Collection) -> No
     assert {h.document_id for h in result.hits[:2]} == {"e-1660", "e-1665"}
     plain = navy.search("lute evening", stages={"entity_boost": 1.0})
     assert next(e for e in plain.stages if e.stage == "entities").outcome == "skipped"
+    # no entity: exactly the default search (the route still tilts the leg weights)
+    default = navy.search("lute evening")
+    assert [h.id for h in plain.hits] == [h.id for h in default.hits]
+    assert [e.detail for e in plain.stages if e.stage == "route"] == [
+        e.detail for e in default.stages if e.stage == "route"]
 
 
 def test_a_language_without_a_pipeline_records_no_model(

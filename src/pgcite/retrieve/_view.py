@@ -63,11 +63,11 @@ class SearchView:
         overrides them for this query)."""
         filters = filters or Filters()
         options = options or SearchOptions()
+        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
+        if plan.entity_boost > 0:  # as given, unresolved: the route may still tilt the weights
+            return self._entity_boosted(query, filters, options, plan, query_vector, explain)
         requested = options.weights  # None: the collection's, which a route may tilt
         options = options.resolved(self.info.settings)
-        plan = Stages.model_validate(self.info.settings.stages).merged(stages)
-        if plan.entity_boost > 0:
-            return self._entity_boosted(query, filters, options, plan, query_vector, explain)
         if not plan.active:
             return self.search_once(query, filters=filters, options=options,
                                     query_vector=query_vector, explain=explain)

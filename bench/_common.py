@@ -51,13 +51,15 @@ def ensure_collection(
     language: str = "english",
     embedder: str = "all-MiniLM-L6-v2",
     overrides: pgcite.Overrides | None = None,
+    aliases: Path | None = None,
 ) -> pgcite.Collection:
     """The collection, created and ingested if needed (re-runs embed nothing: cache + versions)."""
     try:
         col = c.collection(name)
     except pgcite.CollectionNotFound:
         col = c.create_collection(name, language=language, embedder=embedder)
-    report = col.ingest(paths, overrides=overrides, progress=sys.stderr.isatty())
+    report = col.ingest(paths, overrides=overrides, progress=sys.stderr.isatty(),
+                        aliases=aliases)
     if report.failed:
         raise SystemExit(f"ingest of {name} failed: {report.failed}")
     print(f"{name}: {report.documents} documents, {report.embedded} embedded now, "

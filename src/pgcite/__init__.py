@@ -34,6 +34,7 @@ from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
 from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
 from pgcite.llm import ChatModel, LLMConfig
 from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
+from pgcite.retrieve._entities import EntitiesResult, EntityEdge, RelatedEntity
 from pgcite.retrieve._hits import StageEvent
 from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
 from pgcite.retrieve._rerank import Reranker
@@ -65,6 +66,8 @@ __all__ = [
     "Embedder",
     "EmbedderError",
     "EmbedderSpec",
+    "EntitiesResult",
+    "EntityEdge",
     "EvalSummary",
     "ExternalSearch",
     "FieldMapping",
@@ -84,6 +87,7 @@ __all__ = [
     "Ordering",
     "Overrides",
     "PgciteError",
+    "RelatedEntity",
     "Reranker",
     "SearchOptions",
     "SearchResult",

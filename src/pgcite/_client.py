@@ -18,7 +18,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from pgcite._errors import CollectionNotFound, PgciteError
+from pgcite._errors import CollectionNotFound, ConfigError, PgciteError
 from pgcite._models import chat_model_from, reranker_from
 from pgcite._types import Mode
 from pgcite.answer._search import SearchFn
@@ -30,6 +30,14 @@ from pgcite.ingest._loaders import FieldMapping, Overrides
 from pgcite.ingest._pipeline import IngestReport, ingest
 from pgcite.lifecycle import ActivationResult, activate, gate_ingest, rollback
 from pgcite.llm import ChatModel
+from pgcite.retrieve._entities import (
+    EntitiesResult,
+    Kind,
+    canonical_key,
+    entity_graph,
+    related_entities,
+    snapshot_models,
+)
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages
@@ -277,11 +285,13 @@ class Collection:
         replace: bool = False,
         activate: bool = True,
         progress: bool = False,
+        aliases: str | Path | None = None,
     ) -> IngestReport:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
         inactive and activated only if it passes the gate (``report.gate`` says how it went).
         ``catalogue`` (a sidecar CSV/JSONL) and ``dates_from_names`` are further date sources
-        (docs/ingest.md, "Dates")."""
+        (docs/ingest.md, "Dates"). ``aliases`` is a YAML/CSV list of entity names and their
+        other spellings that the collection keeps (docs/ingest.md, "Entities")."""
         with self.client.connection() as conn:
             current = get_collection(conn, self.name).settings
         gated = activate and current.golden is not None
@@ -291,6 +301,7 @@ class Collection:
             dates_from_names=dates_from_names, corpus_version=corpus_version, replace=replace,
             activate=activate and not gated, progress=progress, settings=self.client.settings,
             chat=self.client.llm() if current.contextual == "llm" else None,
+            aliases=Path(aliases) if aliases is not None else None,
         )
         if gated and report.snapshot_id is not None:
             report = gate_ingest(self, report)
@@ -413,6 +424,38 @@ class Collection:
         hits = with_snippets(conn, self.info.ts_config, result.query, result.hits)
         timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
         return result.model_copy(update={"hits": hits, "timings_ms": timings})
+
+    def entities(
+        self,
+        *,
+        near: str | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        kind: Kind = "any",
+        limit: int = 20,
+        citations: int = 5,
+        edges: int = 0,
+        snapshot_id: int | None = None,
+    ) -> EntitiesResult:
+        """Entities ranked by the passages that mention them -- with ``near``, by the passages
+        that mention them together with that entity (any spelling its aliases know) -- each
+        with the citation ids that support it; ``edges`` > 0 adds the heaviest co-occurrence
+        edges. Computed in SQL over the snapshot's passages under ``filters`` (cutoff,
+        corpora, metadata), so nothing after the cutoff counts (docs/retrieval.md,
+        "Entities")."""
+        wanted = merge_filters(filters if isinstance(filters, Filters) else dict(filters or {}),
+                               None, None, None)
+        if not 1 <= limit <= 1000 or not 1 <= citations <= 100 or not 0 <= edges <= 1000:
+            raise ConfigError("limit must be 1-1000, citations 1-100 and edges 0-1000")
+        snapshot = self._snapshot(snapshot_id)
+        with self._connection() as conn:
+            found = related_entities(conn, self.info, snapshot, filters=wanted, near=near,
+                                     kind=kind, limit=limit, citations=citations)
+            graph = (entity_graph(conn, self.info, snapshot, filters=wanted, limit=edges,
+                                  citations=citations) if edges else [])
+            return EntitiesResult(
+                collection=self.name, snapshot_id=snapshot.snapshot_id, near=near,
+                near_key=canonical_key(conn, self.info, near) if near is not None else None,
+                entities=found, edges=graph, models=snapshot_models(conn, self.info, snapshot))
 
     def answer(
         self,

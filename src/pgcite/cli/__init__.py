@@ -16,6 +16,7 @@ from pgcite.cli import _collection, _documents, _snapshot
 from pgcite.cli._ask import ask_command
 from pgcite.cli._common import set_global
 from pgcite.cli._demo import demo_command
+from pgcite.cli._entities import entities_command
 from pgcite.cli._eval import eval_command
 from pgcite.cli._ingest import ingest_command
 from pgcite.cli._key import app as key_app
@@ -59,6 +60,7 @@ app.add_typer(_snapshot.app, name="snapshot")
 app.add_typer(_documents.app, name="documents")
 app.command("ingest")(ingest_command)
 app.command("search")(search_command)
+app.command("entities")(entities_command)
 app.command("demo")(demo_command)
 app.command("eval")(eval_command)
 app.command("ask")(ask_command)

@@ -11,6 +11,7 @@ from rich.markup import escape
 from pgcite.cli._common import (
     CorpusOpt,
     CutoffOpt,
+    EntityOpt,
     JsonOption,
     ModeOpt,
     SnapshotOpt,
@@ -97,6 +98,7 @@ def ask_command(
     mode: ModeOpt = "hybrid",
     cutoff: CutoffOpt = None,
     corpus: CorpusOpt = None,
+    entity: EntityOpt = None,
     filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="As for `pgcite search` (repeatable).")] = None,
     token_budget: Annotated[int, typer.Option(
@@ -157,7 +159,7 @@ def ask_command(
             gen = (ChatGenerator(chat, max_tokens=config.max_tokens)
                    if config.llm() is not None and chat is not None else make_generator(config))
             col = client.collection(collection)
-            filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
+            filters = cli_filters(col, corpus, cutoff, filter_, snapshot, entity)
             judge = chat
             options: dict[str, Any] = dict(
                 top_k=top_k, mode=parse_mode(mode), filters=filters, generator=gen,

@@ -154,6 +154,9 @@ def set_(
         "locator, dates, author) or llm (the header plus a situating sentence the PGCITE_LLM "
         "model writes per chunk). Takes effect at the next ingest, which re-embeds every "
         "document.")] = None,
+    entities: Annotated[str | None, typer.Option(
+        help="Named entities per chunk at ingest: auto (when a spaCy pipeline for the "
+        "collection's language is installed: the entities extra) or off.")] = None,
     stages: Annotated[str | None, typer.Option(
         help="Default quality stages as JSON, merged into the current ones, e.g. "
         "'{\"route\": true, \"rerank\": true, \"rerank_depth\": 30}'; '{}' keeps them, "
@@ -163,7 +166,7 @@ def set_(
     """Change a collection's settings: activation gate, search defaults and embedding context.
 
     The gate: golden set, floors, tolerance. Search: fusion, leg weights, term depth, quality
-    stages. Ingest: contextual chunk headers.
+    stages. Ingest: contextual chunk headers, named entities.
     """
     from pydantic import ValidationError
 
@@ -198,6 +201,8 @@ def set_(
             updates["term_depth"] = term_depth or None
         if contextual is not None:
             updates["contextual"] = contextual
+        if entities is not None:
+            updates["entities"] = entities
         if stages is not None:
             updates["stages"] = _stages(settings.stages, stages)
         try:

@@ -31,6 +31,9 @@ ModeOpt = Annotated[str, typer.Option(help=" | ".join(MODES))]
 CutoffOpt = Annotated[dt.datetime | None, typer.Option(
     formats=["%Y-%m-%d"], help="Only passages dated on or before this day (YYYY-MM-DD).")]
 CorpusOpt = Annotated[list[str] | None, typer.Option(help="Only these corpus tiers (repeatable).")]
+EntityOpt = Annotated[list[str] | None, typer.Option(
+    "--entity", help="Only passages that mention this entity, in any spelling the "
+    "collection's aliases know, e.g. \"Sir W. Penn\" (repeatable: all of them).")]
 SnapshotOpt = Annotated[int | None, typer.Option(
     "--snapshot", min=1, help="Use this snapshot instead of the active one, e.g. a built, "
     "inactive one before activating it (see `pgcite snapshot list`).")]
@@ -99,15 +102,18 @@ def user_errors() -> Iterator[None]:
 
 
 def cli_filters(col: Any, corpus: list[str] | None, cutoff: dt.datetime | None,
-                filter_args: list[str] | None, snapshot_id: int | None = None) -> Any:
+                filter_args: list[str] | None, snapshot_id: int | None = None,
+                entity: list[str] | None = None) -> Any:
     """The Filters of `search`/`ask` flags: --corpus, --cutoff and --filter (typed by the
     metadata fields of the snapshot searched)."""
-    from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
+    from pgcite.retrieve._filters import coerce_predicates, merge_filters, parse_filter_args
 
     columns, preds = parse_filter_args(filter_args or [])
     if preds:
         preds = coerce_predicates(preds, col.snapshot(snapshot_id).metadata_fields or {})
-    return Filters(
+    # through merge_filters: a bad value is a one-line FilterError, not pydantic's report
+    return merge_filters(dict(
         corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
         authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
-    )
+        entity=entity or None,
+    ), None, None, None)

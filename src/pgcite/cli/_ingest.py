@@ -31,6 +31,10 @@ def print_report(report: IngestReport) -> None:
                           f"{low.reason}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    if report.entity_model is not None:
+        console.print(f"{report.entities} entity mentions ({report.entity_model})"
+                      + (f", {report.aliases} aliases" if report.aliases else ""),
+                      highlight=False)
     if report.snapshot_id is not None:
         state = "active" if report.activated else "built, not active"
         console.print(f"snapshot {report.snapshot_id} ({state})")
@@ -73,6 +77,9 @@ def ingest_command(
         "live ones).")] = False,
     activate: Annotated[bool, typer.Option(help="Make the new snapshot live.")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    aliases: Annotated[Path | None, typer.Option(
+        help="Entity alias list (.yaml: canonical name -> [other spellings]; .csv: rows "
+        "canonical,alias,...), kept by the collection: its names count as one entity.")] = None,
     json_out: bool = JsonOption,
 ) -> None:
     """Load, chunk, embed and store documents as a new snapshot of the collection.
@@ -105,7 +112,7 @@ def ingest_command(
                 overrides=Overrides(corpus=corpus, author=author, date=date),
                 catalogue=catalogue, dates_from_names=dates_from_names,
                 corpus_version=corpus_version, replace=replace, activate=activate,
-                progress=progress and not json_out,
+                progress=progress and not json_out, aliases=aliases,
             )
     if json_out:
         emit_json(report)

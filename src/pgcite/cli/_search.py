@@ -11,6 +11,7 @@ from rich.table import Table
 from pgcite.cli._common import (
     CorpusOpt,
     CutoffOpt,
+    EntityOpt,
     JsonOption,
     ModeOpt,
     SnapshotOpt,
@@ -101,6 +102,7 @@ def search_command(
     mode: ModeOpt = "hybrid",
     cutoff: CutoffOpt = None,
     corpus: CorpusOpt = None,
+    entity: EntityOpt = None,
     filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="author=X, source=X, or on metadata: key=value, key>=v, key<v, "
         "key:in=a,b, key:exists (repeatable).")] = None,
@@ -129,7 +131,7 @@ def search_command(
 
     with user_errors(), Client(settings()) as client:
         col = client.collection(collection)
-        filters = cli_filters(col, corpus, cutoff, filter_, snapshot)
+        filters = cli_filters(col, corpus, cutoff, filter_, snapshot, entity)
         stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm)
         options = SearchOptions(ordering=ordering, fusion=parse_fusion(fusion) if fusion else None)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psycopg
 from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, LoadError
@@ -33,6 +34,7 @@ from pgcite.ingest._attributes import Attributes, keep_stored
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
+from pgcite.ingest._entities import recognizer_for
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.llm import ChatModel
 from pgcite.store._collections import (
@@ -43,6 +45,14 @@ from pgcite.store._collections import (
 )
 from pgcite.store._database import Database
 from pgcite.store._embedding_cache import embed_with_cache
+from pgcite.store._entities import (
+    Mention,
+    alias_keys,
+    derive_initial_aliases,
+    insert_chunk_entities,
+    read_alias_file,
+    save_user_aliases,
+)
 from pgcite.store._snapshots import (
     activate_snapshot,
     active_snapshot,
@@ -85,6 +95,9 @@ class IngestReport(BaseModel):
     undated: int = 0  # documents with a passage no source dated: a cutoff query never sees it
     situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
     situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header
+    entities: int = 0  # (chunk, entity) pairs recognised in the new chunks
+    entity_model: str | None = None  # the NER pipeline that read them; None: none available
+    aliases: int = 0  # user aliases stored from --aliases
     failed: list[Failure] = Field(default_factory=list)
     ocr_pages: int = 0  # pages read by OCR (images, PDF pages without a text layer)
     low_confidence: list[LowConfidencePage] = Field(default_factory=list)
@@ -234,6 +247,7 @@ def ingest(
     settings: Settings | None = None,
     embedder_id: str | None = None,
     chat: ChatModel | None = None,
+    aliases: Path | None = None,
 ) -> IngestReport:
     """Ingest ``paths`` into a new snapshot of ``collection``.
 
@@ -244,7 +258,8 @@ def ingest(
     collection's recorded model changes only when that snapshot is activated. ``chat`` writes
     the situating sentences of a ``contextual = "llm"`` collection. ``catalogue`` is a sidecar
     CSV/JSONL of per-file dates and attributes; ``dates_from_names`` dates files whose names
-    start with a date (docs/ingest.md, "Dates").
+    start with a date (docs/ingest.md, "Dates"). ``aliases`` is a YAML/CSV list of canonical
+    names and their other spellings, kept by the collection (docs/ingest.md, "Entities").
     """
     started = time.monotonic()
     settings = settings or Settings()
@@ -256,6 +271,7 @@ def ingest(
                 else other_embedder(db, info, embedder_id, settings, replace=replace))
     spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
+    user_aliases = alias_keys(read_alias_file(aliases)) if aliases is not None else {}
     loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
                    _ocr.tesseract_language(info.ts_config))
     docs = _keep_stored(db, info, loaded, overrides)
@@ -284,6 +300,8 @@ def ingest(
         chunked = _situate(chunked, chat, embedder, report, settings, progress)
     texts = [embedding_text(c, contextual) for _, chunks in chunked for c in chunks]
 
+    mentions = _recognise(info, chunked, report, progress)
+
     vectors = np.zeros((0, spec.dim), dtype=np.float32)
     if embedder is not None and texts:
         vectors = embed_texts(db, embedder, texts, report, label="embedding",
@@ -300,7 +318,13 @@ def ingest(
                 source=doc.source, chunks=chunks, vectors=vectors[offset: offset + len(chunks)],
                 spec=spec, corpus_version=corpus_version,
             )
+            insert_chunk_entities(
+                conn, info, new_pks[doc.document_id],
+                {c.ordinal: m for c, m in zip(chunks, mentions[offset: offset + len(chunks)],
+                                              strict=True) if m},
+                report.entity_model)
             offset += len(chunks)
+        _store_aliases(conn, info, user_aliases, bool(new_pks), report)
         report.new_versions = len(new_pks)
         report.chunks_added = offset
         wanted = {**{doc_id: pk for (doc_id, _), pk in existing.items()}, **new_pks}
@@ -319,6 +343,36 @@ def ingest(
             report.activated = True
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _recognise(info: CollectionInfo, chunked: list[tuple[Document, list[ChunkDraft]]],
+               report: IngestReport, progress: bool) -> list[list[Mention]]:
+    """The entities of every fresh chunk, in order (all empty without a pipeline)."""
+    bodies = [c.body for _, chunks in chunked for c in chunks]
+    recognizer = (recognizer_for(info.ts_config)
+                  if bodies and info.settings.entities == "auto" else None)
+    if recognizer is None:
+        return [[] for _ in bodies]
+    report.entity_model = recognizer.name
+    found: list[list[Mention]] = []
+    with progress_bar(progress) as bar:
+        task = bar.add_task(f"entities ({recognizer.name})", total=len(bodies))
+        step = 512
+        for start in range(0, len(bodies), step):
+            found += recognizer.entities(bodies[start: start + step])
+            bar.update(task, completed=len(found))
+    report.entities = sum(len(m) for m in found)
+    return found
+
+
+def _store_aliases(conn: psycopg.Connection, info: CollectionInfo, user: dict[str, str], changed: bool,
+                   report: IngestReport) -> None:
+    """The user's aliases, then the initials derived from every name the collection holds."""
+    if user:
+        save_user_aliases(conn, info, user)
+        report.aliases = len(user)
+    if user or changed:
+        derive_initial_aliases(conn, info)
 
 
 def _situate(chunked: list[tuple[Document, list[ChunkDraft]]], chat: ChatModel | None,

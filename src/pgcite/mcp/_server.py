@@ -1,5 +1,5 @@
 """The MCP server (official SDK, ``mcp`` 2.x: ``MCPServer``, formerly ``FastMCP``): tools to list
-collections, search, answer and read a passage by citation id; each collection as a resource.
+collections, search, answer, read a passage by citation id and rank entities (who/where/how often); each collection as a resource.
 
 The tool descriptions are written for a model: what a citation id is, that filters are hard.
 """
@@ -21,6 +21,7 @@ from pgcite._errors import PgciteError
 from pgcite.answer._types import Generator
 from pgcite.mcp import _tools
 from pgcite.mcp._access import Access
+from pgcite.retrieve._entities import EntitiesResult
 from pgcite.retrieve._filters import MetadataPredicate
 
 Resolver = Callable[[Context], Access]
@@ -83,12 +84,15 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         cutoff: Cutoff = None,
         corpora: Corpora = None,
         metadata: Metadata = None,
+        entity: Annotated[list[str] | None, Field(description=(
+            "Only passages that mention all these entities, in any spelling the collection's "
+            "aliases know, e.g. ['Sir W. Penn']."))] = None,
         snapshot_id: Snapshot = None,
     ) -> _tools.SearchOut:
         """Search a collection: passages ranked by relevance, each with its citation_id (cite it
         as [citation_id]), dates, author and source. Filters are hard, applied in the database:
         nothing outside them is ever returned."""
-        filters = _tools.filters_of(cutoff, corpora, metadata)
+        filters = _checked(lambda: _tools.filters_of(cutoff, corpora, metadata, entity))
         return _checked(lambda: _tools.search(
             resolve(ctx), collection, query, top_k=top_k, mode=mode, filters=filters,
             snapshot_id=snapshot_id))
@@ -127,6 +131,29 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         filters = _tools.filters_of(cutoff, None, None)
         return _checked(lambda: _tools.get_passage(
             resolve(ctx), collection, citation_id, neighbours=neighbours, filters=filters,
+            snapshot_id=snapshot_id))
+
+    @server.tool(annotations=_READ_ONLY)
+    def entities(
+        ctx: Context,
+        collection: Annotated[str, Field(description="A name from list_collections.")],
+        near: Annotated[str | None, Field(max_length=200, description=(
+            "A person, place or organisation, in any spelling (e.g. 'Sir W. Penn'): rank the "
+            "entities named in the same passages. Omit it for the most mentioned."))] = None,
+        kind: Annotated[Literal["any", "person", "place", "organisation"], Field(
+            description="Only entities of this kind.")] = "any",
+        limit: Annotated[int, Field(ge=1, le=100, description="How many entities.")] = 20,
+        cutoff: Cutoff = None,
+        corpora: Corpora = None,
+        snapshot_id: Snapshot = None,
+    ) -> EntitiesResult:
+        """Who, where, how often: entities ranked by how many passages mention them (with
+        `near`: mention them together with that entity), each with the citation ids of those
+        passages (cite them as [citation_id]). Filters are hard: with a cutoff, nothing after
+        it counts."""
+        filters = _tools.filters_of(cutoff, corpora, None)
+        return _checked(lambda: _tools.entities(
+            resolve(ctx), collection, near=near, kind=kind, limit=limit, filters=filters,
             snapshot_id=snapshot_id))
 
     @server.resource(_tools.COLLECTION_URI, mime_type="application/json",

@@ -14,7 +14,8 @@ from pgcite._errors import PgciteError
 from pgcite._types import Mode
 from pgcite.answer._types import Answer, Generator
 from pgcite.mcp._access import Access
-from pgcite.retrieve._filters import Filters, MetadataPredicate
+from pgcite.retrieve._entities import EntitiesResult, Kind
+from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
 from pgcite.retrieve._hits import Hit
 from pgcite.retrieve._passages import (
     Passage,
@@ -93,8 +94,11 @@ def _from_passage(p: Passage) -> PassageOut:
 
 
 def filters_of(cutoff: dt.date | None, corpora: list[str] | None,
-               metadata: list[MetadataPredicate] | None) -> Filters:
-    return Filters(cutoff=cutoff, corpora=corpora, metadata=metadata or [])
+               metadata: list[MetadataPredicate] | None,
+               entity: list[str] | None = None) -> Filters:
+    # merge_filters: a bad value (a name that is only a title) is a FilterError, not pydantic's
+    return merge_filters(dict(cutoff=cutoff, corpora=corpora, metadata=metadata or [],
+                              entity=entity), None, None, None)
 
 
 def list_collections(access: Access) -> list[CollectionSummary]:
@@ -160,3 +164,10 @@ def get_passage(access: Access, collection: str, citation_id: str, *, neighbours
 def describe(access: Access, name: str) -> CollectionSummary:
     access.collection(name)  # visibility check: unknown and forbidden look the same
     return next(s for s in list_collections(access) if s.name == name)
+
+
+def entities(access: Access, collection: str, *, near: str | None, kind: Kind, limit: int,
+             filters: Filters, snapshot_id: int | None) -> EntitiesResult:
+    col = access.collection(collection)
+    return col.entities(near=near, filters=filters, kind=kind, limit=limit,
+                        snapshot_id=snapshot_id)

@@ -82,7 +82,14 @@ class AsyncSearchView:
     ) -> SearchResult:
         """As :meth:`SearchView.search`."""
         filters = filters or Filters()
+        given = options
         requested, options, plan = self.view.plan(options, stages)
+        if plan.entity_boost > 0:
+            # the boost reads entity rows around the fused search: the sync view's one
+            # implementation, off the loop (the boost is opt-in, so this is the rare path)
+            return await self.offload(lambda: self.view.search(
+                query, filters=filters, options=given, stages=stages,
+                query_vector=query_vector, explain=explain))
         if not plan.active:
             return await self.search_once(query, filters=filters, options=options,
                                           query_vector=query_vector, explain=explain)

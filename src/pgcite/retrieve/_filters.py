@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from pgcite._errors import FilterError
+from pgcite.store._entities import entity_key, entity_keys_sql
 
 Op = Literal["eq", "in", "lt", "lte", "gt", "gte", "exists"]
 _COMPARE = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
@@ -51,6 +52,18 @@ class Filters(BaseModel):
     authors: list[str] | None = None
     sources: list[str] | None = None
     metadata: list[MetadataPredicate] = Field(default_factory=list, max_length=32)
+    # passages that mention every one of these entities (any spelling its aliases know)
+    entity: list[str] | None = Field(default=None, max_length=16)
+
+    @field_validator("entity", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        names = [value] if isinstance(value, str) else value
+        if isinstance(names, list):
+            for name in names:
+                if isinstance(name, str) and not entity_key(name):
+                    raise ValueError(f"{name!r} names no entity (only titles or punctuation)")
+        return names
 
 
 def _json_type(value: Any) -> str:
@@ -92,12 +105,21 @@ class CompiledFilter:
         self.clauses: list[sql.Composable] = []
         self.params: dict[str, Any] = {}
 
-    def add(self, clause: str, **params: Any) -> None:
+    def add(self, clause: str, parts: dict[str, sql.Composable] | None = None,
+            **params: Any) -> None:
+        """``clause`` with ``{name}`` placeholders for ``params`` (bound values) and for
+        ``parts`` (SQL composed elsewhere, such as a schema identifier)."""
         names = {key: f"f{len(self.params) + i}" for i, key in enumerate(params)}
         for key, name in names.items():
             self.params[name] = params[key]
         placeholders = {key: sql.Placeholder(name) for key, name in names.items()}
-        self.clauses.append(sql.SQL(clause).format(**placeholders))
+        self.clauses.append(sql.SQL(clause).format(**placeholders, **(parts or {})))
+
+    def bind(self, value: Any) -> sql.Placeholder:
+        """A named placeholder for ``value``, for a clause composed with ``parts``."""
+        name = f"f{len(self.params)}"
+        self.params[name] = value
+        return sql.Placeholder(name)
 
     def sql(self) -> sql.Composable:
         if not self.clauses:
@@ -105,8 +127,10 @@ class CompiledFilter:
         return sql.SQL(" AND ").join(sql.SQL("({})").format(c) for c in self.clauses)
 
 
-def compile_filters(filters: Filters, fields: dict[str, list[str]]) -> CompiledFilter:
-    """Check ``filters`` against the snapshot's metadata fields and compile them."""
+def compile_filters(filters: Filters, fields: dict[str, list[str]],
+                    schema: sql.Identifier | None = None) -> CompiledFilter:
+    """Check ``filters`` against the snapshot's metadata fields and compile them (an entity
+    filter needs the collection's ``schema``: it reads the chunk_entities table)."""
     out = CompiledFilter()
     if filters.corpora is not None:
         out.add("c.corpus = ANY({v})", v=filters.corpora)
@@ -119,7 +143,18 @@ def compile_filters(filters: Filters, fields: dict[str, list[str]]) -> CompiledF
     for pred in filters.metadata:
         _check_predicate(pred, fields)
         _compile_predicate(out, pred)
+    for name in filters.entity or ():
+        if schema is None:
+            raise FilterError("an entity filter needs the collection (internal: no schema)")
+        _compile_entity(out, schema, entity_key(name))
     return out
+
+
+def _compile_entity(out: CompiledFilter, schema: sql.Identifier, key: str) -> None:
+    """The chunk mentions the entity under one of the keys that resolve to its canonical key."""
+    out.add("EXISTS (SELECT 1 FROM {s}.chunk_entities ce WHERE ce.chunk_pk = c.chunk_pk"
+            " AND ce.key IN {keys})",
+            parts={"s": schema, "keys": entity_keys_sql(schema, out.bind(key))})
 
 
 def _compile_predicate(out: CompiledFilter, pred: MetadataPredicate) -> None:

@@ -86,7 +86,7 @@ def passage_window(
 ) -> PassageWindow:
     """The passage ``passage_id`` of ``snapshot`` and its neighbours, all within ``filters``.
     A passage outside the filters is as absent as an unknown id."""
-    compiled = compile_filters(filters or Filters(), snapshot.metadata_fields or {})
+    compiled = compile_filters(filters or Filters(), snapshot.metadata_fields or {}, info.schema_id)
     params = {**compiled.params, "snapshot_id": snapshot.snapshot_id, "id": passage_id,
               "n": neighbours}
     query = _WINDOW.format(s=info.schema_id, f=compiled.sql())

@@ -67,6 +67,10 @@ class Stages(BaseModel):
     rerank: bool = Field(default=False, description="rerank the top rerank_depth candidates")
     rerank_depth: int = Field(default=50, ge=1, le=1000)
     boosts: list[BoostRule] = Field(default_factory=list, description="applied to fused scores")
+    entity_boost: float = Field(
+        default=0.0, ge=0, le=10, description="fused scores of passages that mention the "
+        "entities the query names, times 1 + this x their idf share (0: off; needs entities "
+        "stored at ingest)")
     timeouts: StageTimeouts = Field(default_factory=StageTimeouts)
 
     def merged(self, overrides: Stages | Mapping[str, Any] | None) -> Stages:

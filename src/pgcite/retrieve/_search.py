@@ -147,7 +147,7 @@ def prepare_search(
     ``evidence=False`` leaves out the answerability signals (to measure what they cost)."""
     options = options.resolved(info.settings)
     weights = options.weights or (1.0, 1.0)  # resolved: never None
-    compiled = compile_filters(filters, snapshot.metadata_fields or {})
+    compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
     parsed = parse_query(query)
     params: dict[str, Any] = {
         **compiled.params, "snapshot_id": snapshot.snapshot_id,

@@ -57,7 +57,7 @@ def undated_count(info: CollectionInfo, snapshot: SnapshotInfo,
            others.model_dump_json())
     with _lock:
         cached = _cache.get(key)
-    compiled = compile_filters(others, snapshot.metadata_fields or {})
+    compiled = compile_filters(others, snapshot.metadata_fields or {}, info.schema_id)
     statement = sql.SQL(
         "SELECT count(*) FROM {s}.chunks c WHERE c.date_end IS NULL AND {filters}"
         " AND c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members"

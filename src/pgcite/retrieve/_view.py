@@ -9,6 +9,7 @@ activation moves the active pointer (or switches the model) mid-request.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -19,14 +20,17 @@ import psycopg
 
 from pgcite._errors import EmbedderError
 from pgcite.embed._base import Embedder
+from pgcite.retrieve._entities import boost_hits, recognise
 from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._hits import SearchResult, StageEvent
 from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, staged_search
 from pgcite.retrieve._search import SearchOptions, run_search
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
 # A pooled connection for one unit of work (the service's is role-scoped; see service/_roles.py)
+# Candidates the entity boost reorders (at least): a boost inside top_k = 5 could hardly help.
+ENTITY_DEPTH = 50
 ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection]]
 
 
@@ -58,7 +62,10 @@ class SearchView:
         """One search of this view's snapshot, with the collection's stages (``stages``
         overrides them for this query)."""
         filters = filters or Filters()
-        requested, options, plan = self.plan(options, stages)
+        given = options or SearchOptions()
+        requested, options, plan = self.plan(given, stages)
+        if plan.entity_boost > 0:  # as given, unresolved: the route may still tilt the weights
+            return self._entity_boosted(query, filters, given, plan, query_vector, explain)
         if not plan.active:
             return self.search_once(query, filters=filters, options=options,
                                     query_vector=query_vector, explain=explain)
@@ -92,6 +99,40 @@ class SearchView:
         vector = query_vector if wanted.vector is None and wanted.text == query else wanted.vector
         weights = self._tilt(requested, wanted.weights)
         return vector, options.model_copy(update={"top_k": wanted.depth, "weights": weights})
+
+    def _entity_boosted(self, query: str, filters: Filters, options: SearchOptions,
+                        plan: Stages, query_vector: np.ndarray | None,
+                        explain: bool) -> SearchResult:
+        """The search with the entity boost on fused scores: the candidates are fetched at
+        least ENTITY_DEPTH deep (so there is something to reorder), the first ENTITY_DEPTH
+        boosted and re-sorted, then cut to top_k."""
+        started = time.perf_counter()
+        with self.connection() as conn:
+            entities = recognise(conn, self.info, self.snapshot, query, filters)
+        rest = plan.model_copy(update={"entity_boost": 0.0})
+        if not entities:
+            result = self.search(query, filters=filters, options=options, stages=rest,
+                                 query_vector=query_vector, explain=explain)
+            event = StageEvent(stage="entities", outcome="skipped",
+                               detail="the query names no entity the passages know",
+                               ms=(time.perf_counter() - started) * 1000)
+            return result.model_copy(update={"stages": [*result.stages, event]})
+        deep = options.model_copy(update={"top_k": max(options.top_k, ENTITY_DEPTH)})
+        result = self.search(query, filters=filters, options=deep, stages=rest,
+                             query_vector=query_vector, explain=explain)
+        # the first ENTITY_DEPTH are reordered, whatever top_k: the same top 10 for top_k 5 or
+        # 500 (as rerank_depth does for the reranker)
+        head, tail = result.hits[:ENTITY_DEPTH], result.hits[ENTITY_DEPTH:]
+        with self.connection() as conn:
+            hits = [*boost_hits(conn, self.info, self.snapshot, head, entities,
+                                plan.entity_boost), *tail]
+        event = StageEvent(
+            stage="entities", outcome="applied",
+            detail=f"x(1 + {plan.entity_boost:g} x share) for "
+                   + ", ".join(f"{e.text!r} -> {e.key} ({e.chunks} passages)" for e in entities),
+            ms=(time.perf_counter() - started) * 1000)
+        return result.model_copy(update={"hits": hits[: options.top_k],
+                                         "stages": [*result.stages, event]})
 
     def searcher(
         self,

@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from pgcite._types import Mode
-from pgcite.retrieve._filters import Filters, MetadataPredicate
+from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
 from pgcite.retrieve._hits import StageEvent
 
 MAX_QUESTION_CHARS = 2000
@@ -60,6 +60,9 @@ class FiltersBody(_Body):
     sources: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
     metadata: Annotated[list[PredicateBody], Field(max_length=MAX_PREDICATES)] = Field(
         default_factory=list)
+    entity: Annotated[list[Name], Field(max_length=16)] | None = Field(
+        default=None, description="only passages that mention all these entities (any "
+        "spelling the collection's aliases know), e.g. [\"Sir W. Penn\"]")
 
 
 class BoostBody(_Body):
@@ -119,13 +122,16 @@ class QueryBody(_Body):
     def to_filters(self) -> Filters:
         """The body's filters, with ``cutoff``/``corpora`` shorthands merged in (they narrow)."""
         base = self.filters or FiltersBody()
-        return Filters(
+        # merge_filters: a value Filters refuses (an entity that is only a title) is a
+        # FilterError, a 400 -- never pydantic's exception, a 500
+        return merge_filters(dict(
             corpora=self.corpora if self.corpora is not None else base.corpora,
             cutoff=_earliest(self.cutoff, base.cutoff),
             authors=base.authors, sources=base.sources,
             metadata=[MetadataPredicate(key=p.key, op=p.op, value=p.value)
                       for p in base.metadata],
-        )
+            entity=base.entity,
+        ), None, None, None)
 
 
 def _earliest(a: dt.date | None, b: dt.date | None) -> dt.date | None:

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, Any
 
 import psycopg
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 
 from pgcite.answer._types import Answer
+from pgcite.retrieve._entities import EntitiesResult, Kind
+from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.service._auth import Access, Principal, principal, reader_access
 from pgcite.service._metrics import answer_outcomes
 from pgcite.service._models import (
+    MAX_LIST_ITEMS,
     AnswerBody,
     CollectionOut,
     ErrorOut,
+    Name,
     SearchBody,
     SearchHit,
     SearchResponse,
@@ -86,6 +91,29 @@ async def search(body: SearchBody, access: Reader, state: State) -> Any:
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     state.metrics.observe_routes(result.stages)
     return _search_response(result)
+
+
+@router.get("/v1/collections/{collection}/entities", response_model=EntitiesResult,
+            tags=["query"], responses=ERRORS)
+def entities(
+    access: Reader, state: State,
+    near: Annotated[Name | None, Query(description="an entity in any spelling, e.g. "
+                                       "'Sir W. Penn': rank those named with it")] = None,
+    kind: Annotated[Kind, Query(description="any, person, place or organisation")] = "any",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 20,
+    citations: Annotated[int, Query(ge=1, le=100)] = 5,
+    edges: Annotated[int, Query(ge=0, le=1000)] = 0,
+    cutoff: Annotated[dt.date | None, Query(description="nothing dated after it counts")] = None,
+    corpora: Annotated[list[Name] | None, Query(max_length=MAX_LIST_ITEMS)] = None,
+    snapshot: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+) -> Any:
+    """Who, where, how often: entities ranked by the passages that mention them (with
+    ``near``, together with that entity), each with supporting citation ids, under the same
+    hard filters as a search."""
+    return state.reader(access.info).entities(
+        near=near, kind=kind, limit=limit, citations=citations, edges=edges,
+        filters=Filters(cutoff=cutoff, corpora=corpora),
+        snapshot_id=pinned_snapshot(access, state, snapshot))
 
 
 @router.post("/v1/collections/{collection}/answer", response_model=Answer, tags=["query"],

@@ -49,6 +49,9 @@ class CollectionSettings(BaseModel):
         "or a one-line header of title, locator, dates and author (header); the stored body, "
         "citations and keyword index are the same either way. Changing it re-embeds every "
         "document at the next ingest")
+    entities: Literal["auto", "off"] = Field(
+        default="auto", description="named entities per chunk at ingest (auto: when a spaCy "
+        "pipeline for the collection's language is installed, the `entities` extra; off: never)")
     term_depth: int | None = Field(
         default=None, ge=1, description="BM25 postings counted per query term (None: exact); "
         "1000 keeps a 1M-chunk collection's hybrid query near 8 ms p50")

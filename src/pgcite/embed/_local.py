@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,24 @@ def _weights_version(folder: Path) -> str:
         f"no model weights ({' or '.join(_WEIGHT_FILES)}) in {folder}",
         hint="point at a sentence-transformers model folder",
     )
+
+
+def folder_spec(model_id: str, folder: Path, *, query_prefix: str = "",
+                document_prefix: str = "") -> EmbedderSpec:
+    """The spec of a sentence-transformers folder read from its files, without loading it
+    (the onnx backend's; tests check it equals the loaded torch model's)."""
+    pooling = folder / "1_Pooling" / "config.json"
+    st_config = folder / "sentence_bert_config.json"
+    try:
+        dim = json.loads(pooling.read_text())["word_embedding_dimension"]
+        max_tokens = json.loads(st_config.read_text()).get("max_seq_length") or 512
+    except (OSError, KeyError, ValueError) as exc:
+        raise EmbedderError(f"{folder}: no readable 1_Pooling/config.json and "
+                            "sentence_bert_config.json",
+                            hint="set PGCITE_EMBED_BACKEND=torch for this model") from exc
+    return EmbedderSpec(id=model_id, version=_weights_version(folder), dim=int(dim),
+                        max_tokens=int(max_tokens), query_prefix=query_prefix,
+                        document_prefix=document_prefix)
 
 
 class SentenceTransformerEmbedder:

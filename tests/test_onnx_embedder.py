@@ -87,7 +87,8 @@ def test_graph_cached_by_weights_hash(settings: Settings,
     _, onnx = both
     path = onnx_path(settings.models_dir, onnx.spec.id, onnx.spec.version)
     assert path.exists() and onnx.spec.version[:16] in path.name
-    assert path.parent == settings.data_dir / "models"
+    assert path.parent == settings.models_dir  # the machine's cache, not the data dir
+    assert settings.data_dir not in path.parents
     before = path.stat().st_mtime_ns
     again = OnnxEmbedder(onnx.spec, _minilm_folder(), settings.models_dir)
     assert path.stat().st_mtime_ns == before  # loaded, not exported again

@@ -14,6 +14,10 @@ def _default_data_dir() -> Path:
     return platformdirs.user_data_path("pgcite")
 
 
+def _default_models_dir() -> Path:
+    return platformdirs.user_cache_path("pgcite") / "models"
+
+
 class Settings(BaseSettings):
     """Where the database lives and how pgcite talks to it.
 
@@ -29,6 +33,11 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default_factory=_default_data_dir, description="Embedded server and caches live here"
     )
+    # Models derived on this machine (ONNX exports), keyed by their weights' hash: a cache that
+    # every data dir on the machine shares (a file is written whole, then renamed, so
+    # concurrent exports of the same model are safe), not one export per data dir.
+    models_dir: Path = Field(default_factory=_default_models_dir,
+                             description="derived models (ONNX exports), keyed by weights hash")
     embed_batch_size: int = Field(default=32, ge=1, le=4096)
     # How the packaged MiniLM and ``st:`` folders run: onnx (a graph exported here from the same
     # weights, same vectors to cosine 0.9999, faster: bench/results/embedding) or torch.
@@ -60,8 +69,3 @@ class Settings(BaseSettings):
     reranker_model: str | None = None
     reranker_api_key: SecretStr | None = None
     reranker_timeout_s: float = Field(default=5.0, gt=0, le=120)
-
-    @property
-    def models_dir(self) -> Path:
-        """Models derived on this machine (ONNX exports), keyed by their weights' hash."""
-        return self.data_dir / "models"

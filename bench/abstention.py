@@ -76,7 +76,7 @@ def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None) 
         rows[f"{label} (calibrated, LOO)"] = rates(decided, y)
     combined = loo_logistic(combined_x, y, mask)
     rows[f"combined score ({', '.join(FEATURES)}; logistic, LOO)"] = rates(combined, y)
-    if FEATURES != SIGNALS[:5]:
+    if SIGNALS[:5] != FEATURES:
         rows["previous combined score (the first five signals; logistic, LOO)"] = rates(
             loo_logistic(x[:, :5], y, mask), y)
     rows["cosine threshold + temporal rule (LOO)"] = rates(

@@ -181,7 +181,7 @@ def main() -> None:
         obs_g, late_g = observe(pepys, golden.queries)
         obs_e, late_e = observe(pepys, extra.queries)
         summary["pepys"] = {
-            "metadata": run_metadata(pepys, {"top_k": TOP_K, "mode": "hybrid"}),
+            "metadata": run_metadata(pepys.view(), {"top_k": TOP_K, "mode": "hybrid"}),
             f"golden ({len(obs_g)})": side_by_side(obs_g, late_g, fixed),
             f"golden + extra ({len(obs_g) + len(obs_e)})": side_by_side(
                 obs_g + obs_e, late_g + late_e, fixed),
@@ -205,7 +205,7 @@ def main() -> None:
         rest_x = [o for o in obs_x if o.id not in fit_ids] or obs_x
         own = fitted(fit_x + obs_s, xq.active_snapshot().embed_model, "xquad + scifact")
         summary["xquad_en"] = {
-            "metadata": run_metadata(xq, {"top_k": TOP_K, "mode": "hybrid"}),
+            "metadata": run_metadata(xq.view(), {"top_k": TOP_K, "mode": "hybrid"}),
             "answer rate, default threshold": answer_rate(None, obs_x, fixed),
             "answer rate, no threshold": answer_rate(None, obs_x, None),
             "answer rate, Pepys-fitted score": answer_rate(pepys_model, obs_x, None),

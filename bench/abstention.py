@@ -139,7 +139,7 @@ def latency(col: pgcite.Collection, queries: Sequence[GoldenQuery],
                                                        evidence=evidence)))
         for _ in range(repeats):
             for variant, statement, params in plans:
-                times[variant].append(_run(conn, statement, params, options.ef_search))
+                times[variant].append(_run(conn, statement, params, options.hnsw_ef_search))
     return {k: {"p50_ms": round(statistics.median(v), 3),
                 "mean_ms": round(statistics.fmean(v), 3), "runs": len(v)}
             for k, v in times.items()}

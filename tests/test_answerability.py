@@ -23,6 +23,7 @@ from pgcite.retrieve._answerability import (
     AnswerabilityModel,
     fit_logistic,
     fit_model,
+    names_text,
     store_model,
     stored_model,
 )
@@ -71,6 +72,33 @@ def test_signals_match_a_hand_computation(diary: pgcite.Collection) -> None:
     assert got["agreement"] == pytest.approx(len(overlap) / 5)
     assert got["cosine"] == pytest.approx(sims[0], abs=1e-6)
     assert got["gap"] == pytest.approx(sims[0] - sims[4], abs=1e-6)
+
+
+# Names the fixture has (Chatham, Pudding) and names it lacks (Rembrandt, Sedgemoor), plus
+# lower-case words it lacks, which are not names and must not count.
+NAMED = "Did Rembrandt paint the Chatham docks or Pudding Lane before Sedgemoor? zebras quasars"
+
+
+def test_names_text_keeps_the_capitalised_words() -> None:
+    assert names_text(NAMED) == "Did Rembrandt Chatham Pudding Lane Sedgemoor"
+    assert names_text("Milton's Paradise Lost, 1667") == "Milton's Paradise Lost"
+    assert names_text("ما هو  zebras") == ""  # no capitals: nothing counts as a name
+
+
+def test_unknown_names_counts_the_names_the_snapshot_lacks(diary: pgcite.Collection) -> None:
+    chunks, _, _ = _lexemes(diary)
+    seen = set().union(*chunks.values())
+    with diary.client.connection() as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT lexeme FROM unnest(to_tsvector('english', %s))", (names_text(NAMED),))]
+        lower = [r[0] for r in conn.execute(
+            "SELECT lexeme FROM unnest(to_tsvector('english', 'zebras quasars'))")]
+    unknown = [t for t in names if t not in seen]
+    assert 0 < len(unknown) < len(names) and not any(t in seen for t in lower)
+    got = diary.search(NAMED, top_k=5, stages={"route": False}).signals
+    assert got["unknown_names"] == len(unknown) == 2  # rembrandt, sedgemoor
+    assert diary.search(NAMED.lower(), stages={"route": False}).signals["unknown_names"] == 0
+    assert diary.search(NAMED, mode="vector").signals["unknown_names"] is None
 
 
 def test_signals_do_not_move_with_top_k(diary: pgcite.Collection) -> None:
@@ -153,8 +181,9 @@ def own(client: pgcite.Client) -> Iterator[pgcite.Collection]:
 
 def _model(key: str, bias: float) -> AnswerabilityModel:
     """A model whose answer is its bias alone (zero weights)."""
-    return AnswerabilityModel(model_key=key, signals=list(SIGNALS), mean=[0.0] * 5,
-                              scale=[1.0] * 5, weights=[0.0] * 5, bias=bias)
+    n = len(SIGNALS)
+    return AnswerabilityModel(model_key=key, signals=list(SIGNALS), mean=[0.0] * n,
+                              scale=[1.0] * n, weights=[0.0] * n, bias=bias)
 
 
 def test_storage_round_trip_per_embedding_model(client: pgcite.Client,
@@ -236,6 +265,7 @@ def test_cli_fits_reports_and_stores(settings: Settings, monkeypatch: pytest.Mon
     payload = json.loads(result.output)
     assert payload["method"] == "leave-one-out" and payload["left_out"] == []
     assert (payload["combined"]["answerable"], payload["combined"]["absent"]) == (5, 4)
+    assert payload["with_year_rule"]["absent"] == 4
     assert set(payload["per_signal"]) == set(SIGNALS)
     key = own.active_snapshot().embed_model
     stored = stored_model(client.collection(own.name).info.settings, key)

@@ -55,7 +55,11 @@ kw_mass AS (
     SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf) / nullif(m.total, 0) AS coverage,
            (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i, "pgc_diary".chunks c
             WHERE c.chunk_pk = (SELECT chunk_pk FROM kw WHERE rank = 1)
-              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0) AS best_coverage
+              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0) AS best_coverage,
+           (SELECT count(*) FROM unnest(to_tsvector('english'::regconfig, %(names_text)s)) n
+            WHERE NOT EXISTS (SELECT 1 FROM "pgc_diary".postings po
+                              WHERE po.snapshot_id = %(snapshot_id)s AND po.term = n.lexeme))
+               AS unknown_names
     FROM kw_mass m
 ),vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance, NULL::bigint AS rank, NULL::float8 AS norm WHERE false)
 SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
@@ -67,7 +71,7 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
            AS similarity_gap,
        count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage,
+       e.coverage, e.best_coverage, e.unknown_names,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

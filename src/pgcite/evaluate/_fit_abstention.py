@@ -7,7 +7,10 @@ is *answerable* when the set names relevant documents for it and *absent* when i
 fitted on all the others, so no figure is measured on the query it was fitted on. For each
 single signal the rule is a threshold calibrated the way today's cosine threshold is
 (:func:`pgcite.evaluate._abstain.calibrate_threshold`); for the combination, the logistic model.
-The stored model is then fitted on every query.
+An answer also abstains when every year the question names is later than every retrieved
+passage (the year rule, :func:`pgcite.answer._pipeline._asks_after_sources`), so the figure
+of what answers do is the combined score plus that rule. The stored model is then fitted on
+every query.
 
 Rates come with 95% intervals: Wilson for the two rates, a stratified bootstrap (seeded) for
 balanced accuracy.
@@ -21,11 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from pgcite.answer._pipeline import _asks_after_sources
 from pgcite.evaluate._abstain import calibrate_threshold
 from pgcite.evaluate._base import Frozen
 from pgcite.evaluate._golden import GoldenSet
 from pgcite.retrieve._answerability import (
     DEFAULT_L2,
+    FEATURES,
     SIGNALS,
     fit_model,
     signal_values,
@@ -46,6 +51,7 @@ class Observation(Frozen):
     answerable: bool
     has_hits: bool
     signals: dict[str, float | None]
+    late: bool = False  # the year rule fires: the question asks about years after every hit
 
 
 class Rates(Frozen):
@@ -69,6 +75,7 @@ class FitReport(Frozen):
     model_key: str
     method: str = "leave-one-out"
     combined: Rates
+    with_year_rule: Rates  # what an answer does: the combined score, then the year rule
     per_signal: dict[str, Rates]
     model: dict[str, Any]
     stored: bool
@@ -89,7 +96,8 @@ def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
                                    filters={"cutoff": query.cutoff})
         observations.append(Observation(
             id=query.id, kind=query.kind, answerable=query.answerable,
-            has_hits=bool(result.hits), signals=result.signals))
+            has_hits=bool(result.hits), signals=result.signals,
+            late=bool(result.hits) and _asks_after_sources(query.text, result.hits) is not None))
     return observations, left_out, model_key
 
 
@@ -182,32 +190,38 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def cross_validate(observations: Sequence[Observation], names: Sequence[str] = SIGNALS,
-                   *, l2: float = DEFAULT_L2) -> tuple[Rates, dict[str, Rates]]:
-    """Leave-one-out figures of the combined score and of each signal alone."""
+def cross_validate(observations: Sequence[Observation], names: Sequence[str] = FEATURES,
+                   *, l2: float = DEFAULT_L2) -> tuple[Rates, Rates, dict[str, Rates]]:
+    """Leave-one-out figures of the combined score, of the combined score followed by the
+    year rule (what an answer does), and of each signal alone (every signal, not only the
+    ``names`` combined)."""
     x, y, mask = features(observations, names)
     _need_both(y)
-    combined = rates(loo_logistic(x, y, mask, l2=l2), y)
-    per_signal = {name: rates(loo_threshold(x[:, j], y, mask), y)
-                  for j, name in enumerate(names)}
-    return combined, per_signal
+    decided = loo_logistic(x, y, mask, l2=l2)
+    combined = rates(decided, y)
+    with_rule = rates([a or o.late for a, o in zip(decided, observations, strict=True)], y)
+    every, _, _ = features(observations, SIGNALS)
+    per_signal = {name: rates(loo_threshold(every[:, j], y, mask), y)
+                  for j, name in enumerate(SIGNALS)}
+    return combined, with_rule, per_signal
 
 
 def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
-                   names: Sequence[str] = SIGNALS, l2: float = DEFAULT_L2) -> FitReport:
+                   names: Sequence[str] = FEATURES, l2: float = DEFAULT_L2) -> FitReport:
     """Cross-validate, fit on every query, and (``store``) save the model in the collection."""
     observations, left_out, model_key = observe(collection, golden)
-    combined, per_signal = cross_validate(observations, names, l2=l2)
+    combined, with_rule, per_signal = cross_validate(observations, names, l2=l2)
     x, y, mask = features(observations, names)
     model = fit_model(
         x[mask], y[mask], model_key=model_key, names=names, l2=l2,
         fitted_on=f"{golden.name}: {int(y.sum())} answerable + {int((1 - y).sum())} absent",
-        cross_validated={"method": "leave-one-out", **combined.model_dump(mode="json")})
+        cross_validated={"method": "leave-one-out", **combined.model_dump(mode="json"),
+                         "with_year_rule": with_rule.model_dump(mode="json")})
     if store:
         with collection.client.connection() as conn:
             store_model(conn, collection.name, model)
     return FitReport(collection=collection.name, golden=golden.name, model_key=model_key,
-                     combined=combined, per_signal=per_signal,
+                     combined=combined, with_year_rule=with_rule, per_signal=per_signal,
                      model=model.model_dump(mode="json"), stored=store, left_out=left_out)
 
 
@@ -227,6 +241,7 @@ def render_fit(report: FitReport) -> str:
              "", "| rule | answerable answered | absent abstained | balanced accuracy |",
              "|---|---|---|---|"]
     rows = [("combined score", report.combined),
+            ("combined score + year rule (what an answer does)", report.with_year_rule),
             *((f"{name} alone (threshold{', today' if name == 'cosine' else ''})", r) for name, r in report.per_signal.items())]
     for label, r in rows:
         lines.append(f"| {label} | {_pct(r.answer_rate, r.answer_ci)} | "

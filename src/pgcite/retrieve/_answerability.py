@@ -12,7 +12,11 @@ depends on ``top_k``):
 - ``agreement``: how many of the two legs' top ``EVIDENCE_DEPTH`` candidates both legs found,
   as a share of ``EVIDENCE_DEPTH``;
 - ``gap``: how far the best cosine stands above the ``EVIDENCE_DEPTH``-th best (a flat top
-  suggests nothing in particular matched).
+  suggests nothing in particular matched);
+- ``unknown_names``: how many of the query's names (capitalised words: people, places, titles)
+  the snapshot has never seen -- "Rembrandt", "Sedgemoor" or "Pennsylvania" put to a diary that
+  never names them. The cosine cannot see this (a question about an unknown painter is still
+  a question about painting), and the idf-mass ``coverage`` dilutes it among the other words.
 
 A small logistic model turns them into one probability. It is fitted on judged queries
 (``pgcite eval COLLECTION --golden FILE --fit-abstention``, in pure numpy), stored in the
@@ -23,6 +27,7 @@ model: the signals' scales belong to one model.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -36,7 +41,10 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._sql import EVIDENCE_DEPTH
 from pgcite.store._collections import CollectionSettings, validate_name
 
-SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", "gap")
+SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", "gap",
+                             "unknown_names")
+# The signals the fitted score combines by default (every signal is still reported alone).
+FEATURES: tuple[str, ...] = SIGNALS
 # L2 penalty on the standardised weights: with ~100 judged queries an unpenalised fit runs
 # off to infinity as soon as the classes separate; 1.0 keeps weights finite and changes little
 # when they do not.
@@ -45,6 +53,17 @@ DEFAULT_L2 = 1.0
 # the target), so 0.5 is its natural decision point.
 DEFAULT_CUT = 0.5
 MODEL_VERSION = 1
+
+
+# A word (letters first, then letters, digits, apostrophes or hyphens); a name is one written
+# with a capital. Stop words ("What", "Did") fall out when the database analyses them.
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+
+def names_text(text: str) -> str:
+    """The query's capitalised words, for the ``unknown_names`` signal (empty for scripts
+    without capitals, where the signal is 0)."""
+    return " ".join(w for w in _WORD.findall(text) if w[0].isupper())
 
 
 def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
@@ -61,6 +80,7 @@ def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
         "best_coverage": num("best_coverage"),
         "agreement": None if overlap is None else overlap / EVIDENCE_DEPTH,
         "gap": num("similarity_gap"),
+        "unknown_names": num("unknown_names"),
     }
 
 
@@ -139,7 +159,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = DEFAULT_L2,
     return theta[:d], float(theta[d])
 
 
-def fit_model(x: np.ndarray, y: np.ndarray, *, model_key: str, names: Sequence[str] = SIGNALS,
+def fit_model(x: np.ndarray, y: np.ndarray, *, model_key: str, names: Sequence[str] = FEATURES,
               mode: str = "hybrid", l2: float = DEFAULT_L2, fitted_on: str = "",
               cross_validated: Mapping[str, Any] | None = None) -> AnswerabilityModel:
     """Standardise the signals, weigh both classes equally, fit (``y``: 1 = answerable)."""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from pgcite._errors import ConfigError, PgciteError
 from pgcite._types import DEFAULT_FUSION, Fusion, Mode
 from pgcite.embed._base import Embedder
-from pgcite.retrieve._answerability import signals_from_row
+from pgcite.retrieve._answerability import names_text, signals_from_row
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
@@ -152,6 +152,7 @@ def prepare_search(
     params: dict[str, Any] = {
         **compiled.params, "snapshot_id": snapshot.snapshot_id,
         "ranking_text": parsed.ranking_text, "constraint": parsed.constraint,
+        "names_text": names_text(parsed.ranking_text),
         "rrf_k": float(options.rrf_k),
         "w_keyword": float(weights[0]), "w_vector": float(weights[1]),
     }

@@ -76,7 +76,9 @@ kw_terms AS (
     FROM kw_top
 )"""
 # Answerability signals (pgcite.retrieve._answerability) of the keyword leg: the share of the
-# query's idf mass that the snapshot holds at all, and the share its best keyword hit holds.
+# query's idf mass that the snapshot holds at all, the share its best keyword hit holds, and
+# how many of the query's names (capitalised words, given as %(names_text)s) the snapshot has
+# never seen.
 # df and N are the snapshot's (kw_idf, kw_stats above).
 _EVIDENCE = """
 kw_mass AS (
@@ -89,7 +91,16 @@ kw_mass AS (
     SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf) / nullif(m.total, 0) AS coverage,
            (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i, {s}.chunks c
             WHERE c.chunk_pk = (SELECT chunk_pk FROM kw WHERE rank = 1)
-              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0) AS best_coverage
+              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0) AS best_coverage,
+           -- a name is unknown when the snapshot's segments hold it in no live chunk
+           (SELECT count(*) FROM unnest(to_tsvector({cfg}::regconfig, %(names_text)s)) n
+            WHERE coalesce((SELECT sum(cardinality(p.chunk_pks))
+                            FROM {s}.snapshot_segments ss
+                            JOIN {s}.segment_postings p USING (segment_id)
+                            WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = n.lexeme), 0)
+                  <= coalesce((SELECT d.df FROM {s}.snapshot_deleted_df d
+                               WHERE d.snapshot_id = %(snapshot_id)s
+                                 AND d.term = n.lexeme), 0)) AS unknown_names
     FROM kw_mass m
 )"""
 # Exact BM25 unnests whole arrays; slicing them (even to their full length) copies each one
@@ -129,7 +140,7 @@ _NORM = ("coalesce(({x} - min({x}) OVER ()) / nullif(max({x}) OVER () - min({x})
 _EMPTY_KW = ("kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank,"
              " NULL::float8 AS norm WHERE false)")
 _EMPTY_EVIDENCE = ("evidence AS (SELECT NULL::float8 AS coverage,"
-                   " NULL::float8 AS best_coverage)")
+                   " NULL::float8 AS best_coverage, NULL::bigint AS unknown_names)")
 _EMPTY_VEC = ("vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance,"
               " NULL::bigint AS rank, NULL::float8 AS norm WHERE false)")
 
@@ -162,9 +173,9 @@ _EVIDENCE_COLUMNS = """
        max(v.distance) FILTER (WHERE v.rank <= {depth}) OVER () - min(v.distance) OVER ()
            AS similarity_gap,
        count(*) FILTER (WHERE k.rank <= {depth} AND v.rank <= {depth}) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage,"""
+       e.coverage, e.best_coverage, e.unknown_names,"""
 _NO_EVIDENCE_COLUMNS = ("NULL::float8 AS similarity_gap, NULL::bigint AS leg_overlap,"
-                        " e.coverage, e.best_coverage,")
+                        " e.coverage, e.best_coverage, e.unknown_names,")
 # The ranks the gap and overlap signals look at: fixed, so that they do not move with top_k
 # (each leg fetches at least 3 x top_k candidates, so from top_k = 2 on all five are there).
 EVIDENCE_DEPTH = 5
@@ -215,7 +226,7 @@ def build_search_sql(
                       else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
             norm_score=sql.SQL(_NORM.format(x="score"))))
         ctes.append(sql.SQL(_EVIDENCE if evidence else _EMPTY_EVIDENCE).format(
-            s=schema))
+            s=schema, cfg=sql.Literal(ts_config)))
     else:
         ctes.extend([sql.SQL(_EMPTY_KW), sql.SQL(_EMPTY_EVIDENCE)])
     if mode in ("vector", "hybrid"):

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite.answer._extractive import _STOPWORDS, _speaker, _stem, _window, content_words
+from pgcite.answer._extractive import _STOPWORDS, SentenceQuoter, _stem
 from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
 from pgcite.answer._sentences import split_sentences
-from pgcite.answer._types import ContextPassage, GenerationRequest
+from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
@@ -86,22 +86,16 @@ def _arabic_stem(word: str) -> str:
     return word
 
 
-class PreciseGenerator:
+class PreciseGenerator(SentenceQuoter):
     """Quote the sentences that answer the question, best first, each citing its passage."""
 
-    name = "extractive"
+    always_speaker = False  # no author and no date: the sentence itself, nobody to name
 
     def __init__(self, *, embedder: Embedder | None = None, language: str = "english",
                  options: PreciseOptions | None = None) -> None:
         self.embedder, self.language = embedder, language
         self.options = options or PreciseOptions()
-
-    def generate(self, request: GenerationRequest) -> str:
-        chosen = self.select(request.question, request.passages)
-        if not chosen:
-            return request.abstention_text
-        question = content_words(request.question)
-        return "\n".join(self._line(s, question, request.persona) for s in chosen)
+        self.max_words = self.options.max_words
 
     def select(self, question: str, passages: list[ContextPassage]) -> list[Sentence]:
         """The sentences to quote, best first."""
@@ -151,14 +145,6 @@ class PreciseGenerator:
             picked.append(sentence)
             words += size
         return picked
-
-    def _line(self, sentence: Sentence, question: set[str], persona: str | None) -> str:
-        quote = _window(sentence.text, question, self.options.max_words)
-        quote = quote.replace("[", "(").replace("]", ")")
-        passage = sentence.passage
-        if not passage.author and not passage.date:
-            return f"{quote} [{passage.id}]"  # nobody to attribute it to: the sentence itself
-        return f"{_speaker(passage, persona)}: “{quote}” [{passage.id}]"
 
 
 def _bm25(query: list[str], docs: list[tuple[str, ...]]) -> list[float]:

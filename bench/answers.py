@@ -134,7 +134,7 @@ def run_dataset(col: pgcite.Collection, queries: list[GoldenQuery],
     settings = AnswerSettings(persona_author=col.info.settings.persona_author,
                               language=col.info.ts_config)
     generators = {name: make(embedder, settings.language) for name, make in factories.items()}
-    passages = collection_passages(col)
+    passages = collection_passages(col.view(snap.snapshot_id, embedder=False))
     records: dict[str, list[AnswerRecord]] = {name: [] for name in generators}
     retrieval: list[float] = []
     for n, query in enumerate(queries, 1):

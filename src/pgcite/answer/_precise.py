@@ -56,7 +56,11 @@ class PreciseOptions(BaseModel):
     max_sentences: int = Field(default=2, ge=1, le=10)
     max_words: int = Field(default=60, ge=5)  # the whole answer's quotes, not one sentence
     follow_ratio: float = Field(default=0.85, ge=0, le=1)  # a later sentence scores ≥ this × best
+    # ... or ≥ this × best when it comes from the best sentence's own passage (the context of
+    # the best match, cited by the same passage, so it costs no citation precision)
+    same_passage_ratio: float = Field(default=0.85, ge=0, le=1)
     redundancy: float = Field(default=0.5, gt=0, le=1)  # skip a sentence this similar (Jaccard)
+    embed_top: int = Field(default=1000, ge=1)  # embed only this many best by the other signals
 
 
 @dataclass(frozen=True)
@@ -114,30 +118,42 @@ class PreciseGenerator(SentenceQuoter):
         """Each sentence's weighted score (None: nothing ties any sentence to the question)."""
         o = self.options
         lexical = _scaled(_bm25(terms(question, self.language), [s.terms for s in sentences]))
-        dense = self._similarities(question, sentences) if o.embedding > 0 else None
-        if not any(lexical) and dense is None:
-            return None  # no question word anywhere and no embedder: quote nothing
         kind = question_kind(question)
         cue = [float(has_answer_type(kind, s.text)) if cue_applies(kind) else 0.0
                for s in sentences]
-        return [o.bm25 * lexical[i] + o.embedding * (dense[i] if dense is not None else 0.0)
-                + o.rank / s.passage.rank + o.answer_type * cue[i]
-                for i, s in enumerate(sentences)]
+        cheap = [o.bm25 * lexical[i] + o.rank / s.passage.rank + o.answer_type * cue[i]
+                 for i, s in enumerate(sentences)]
+        dense = self._similarities(question, sentences, cheap) if o.embedding > 0 else None
+        if not any(lexical) and dense is None:
+            return None  # no question word anywhere and no embedder: quote nothing
+        return [cheap[i] + o.embedding * (dense[i] if dense is not None else 0.0)
+                for i in range(len(sentences))]
 
-    def _similarities(self, question: str, sentences: list[Sentence]) -> list[float] | None:
+    def _similarities(self, question: str, sentences: list[Sentence],
+                      cheap: list[float]) -> list[float] | None:
+        """Cosine to the question, scaled, for the ``embed_top`` sentences the cheap signals
+        rank best (the rest count as the least similar of those): embedding every candidate
+        sentence is most of an answer's cost, and a sentence the cheap signals rank low is
+        rarely lifted to the top by similarity alone."""
         if self.embedder is None:
             return None
+        top = sorted(range(len(sentences)), key=lambda i: -cheap[i])[: self.options.embed_top]
         query = self.embedder.embed_query(question).reshape(-1)
-        matrix = self.embedder.embed_documents([s.text for s in sentences])  # one call
-        return _scaled([float(v) for v in np.asarray(matrix) @ query])
+        matrix = self.embedder.embed_documents([sentences[i].text for i in top])  # one call
+        found = dict(zip(top, (float(v) for v in np.asarray(matrix) @ query), strict=True))
+        floor = min(found.values())
+        return _scaled([found.get(i, floor) for i in range(len(sentences))])
 
     def _pick(self, ranked: list[Sentence], scores: list[float]) -> list[Sentence]:
         o = self.options
         picked = [ranked[0]]
         words = len(ranked[0].text.split())
         for sentence, score in zip(ranked[1:], scores[1:], strict=True):
-            if len(picked) == o.max_sentences or score < o.follow_ratio * scores[0]:
+            if len(picked) == o.max_sentences:
                 break
+            same = sentence.passage.id == ranked[0].passage.id
+            if score < (o.same_passage_ratio if same else o.follow_ratio) * scores[0]:
+                continue
             size = len(sentence.text.split())
             if words + size > o.max_words or any(
                     _jaccard(sentence.terms, p.terms) >= o.redundancy for p in picked):

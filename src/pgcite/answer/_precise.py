@@ -7,14 +7,16 @@ candidates of this answer and weighted (:class:`PreciseOptions`):
 - BM25 of the question over the candidate *sentences* (words in the collection's language:
   English stop words and stemming, Arabic article and clitic stripping, else plain words);
 - the cosine similarity of the sentence to the question under the collection's own embedding
-  model (all candidates in one embedder call per answer; skipped without an embedder);
+  model, for the ``embed_top`` sentences the other signals rank best (one embedder call per
+  answer; skipped without an embedder);
 - the fused rank of the passage the sentence comes from (1 / rank);
 - an answer-type cue: "when" asks for a date, "how many" for a number, "who" for a name
   (:mod:`pgcite.answer._qtype`).
 
-The best sentence comes first, so that the first sentence answers the question. Others follow
-only if they score close to it, say something new (word overlap below ``redundancy``) and fit
-the length budget.
+The best sentence comes first, so that the first sentence answers the question. Another follows
+if it comes from the same passage (``same_passage_ratio``: its context, at no cost in citation
+precision) or scores close to the best (``follow_ratio``), and only if it says something new
+(word overlap below ``redundancy``) and fits the length budget.
 """
 
 from __future__ import annotations
@@ -58,9 +60,9 @@ class PreciseOptions(BaseModel):
     follow_ratio: float = Field(default=0.85, ge=0, le=1)  # a later sentence scores ≥ this × best
     # ... or ≥ this × best when it comes from the best sentence's own passage (the context of
     # the best match, cited by the same passage, so it costs no citation precision)
-    same_passage_ratio: float = Field(default=0.85, ge=0, le=1)
+    same_passage_ratio: float = Field(default=0.0, ge=0, le=1)
     redundancy: float = Field(default=0.5, gt=0, le=1)  # skip a sentence this similar (Jaccard)
-    embed_top: int = Field(default=1000, ge=1)  # embed only this many best by the other signals
+    embed_top: int = Field(default=12, ge=1)  # embed only this many best by the other signals
 
 
 @dataclass(frozen=True)

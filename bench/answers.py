@@ -52,6 +52,7 @@ OUT = RESULTS / "answers"
 # (name, collection, golden path, take the first --limit queries?)
 DATASETS = [
     ("xquad-en", "xquad_en_e5", DATA / "xquad" / "en", True),
+    ("xquad-en-minilm", "xquad_en", DATA / "xquad" / "en", True),  # the default embedder
     ("xquad-ar", "xquad_ar_e5", DATA / "xquad" / "ar", True),
     ("pepys", "pepys", DATA / "pepys-diary" / "golden.jsonl", False),
 ]
@@ -108,8 +109,12 @@ def variants(llm: tuple[str, str] | None) -> dict[str, Factory]:
         "baseline: top passage, first sentence": lambda emb, lang: LeadGenerator(1),
         "extractive (previous default)": lambda emb, lang: ExtractiveGenerator(),
         "precise (new default)": precise(),
+        "precise, before (2nd sentence ≥ 0.85 × best anywhere, all sentences embedded)": precise(
+            same_passage_ratio=0.85, embed_top=1000),
+        "precise, 2nd sentence from the best passage ≥ 0.5 × best": precise(
+            same_passage_ratio=0.5),
         "precise, 1 sentence": precise(max_sentences=1),
-        "precise, 3 sentences": precise(max_sentences=3, follow_ratio=0.7),
+        "precise, 3 sentences, 80 words": precise(max_sentences=3, max_words=80),
         "precise − embedding": precise(embedding=0.0),
         "precise − bm25": precise(bm25=0.0),
         "precise − rank": precise(rank=0.0),
@@ -134,7 +139,7 @@ def run_dataset(col: pgcite.Collection, queries: list[GoldenQuery],
     settings = AnswerSettings(persona_author=col.info.settings.persona_author,
                               language=col.info.ts_config)
     generators = {name: make(embedder, settings.language) for name, make in factories.items()}
-    passages = collection_passages(col)
+    passages = collection_passages(col.view(snap.snapshot_id, embedder=False))
     records: dict[str, list[AnswerRecord]] = {name: [] for name in generators}
     retrieval: list[float] = []
     for n, query in enumerate(queries, 1):

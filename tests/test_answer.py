@@ -276,6 +276,28 @@ def test_pipeline_answers_from_a_plain_search_function(diary: pgcite.Collection)
     assert_grounded(answer)
 
 
+def test_threshold_says_what_decided(diary: pgcite.Collection) -> None:
+    """Answer.threshold is the cosine threshold only when it decided: a fitted answerability
+    model (a probability cut, not a cosine) that scores the retrieval leaves it None."""
+    from pgcite.retrieve._answerability import SIGNALS, AnswerabilityModel
+
+    question = "the coronation of the King"
+    result = diary.search(question, top_k=5)
+
+    def search(query: str, *, top_k: int, mode: str, filters: Filters,
+               stages: Mapping[str, Any] | None) -> SearchResult:
+        return result
+
+    key = result.embedding_model
+    says_yes = AnswerabilityModel(model_key=key, signals=list(SIGNALS), mean=[0.0] * 5,
+                                  scale=[1.0] * 5, weights=[0.0] * 5, bias=5.0)
+    fitted = answer_question(search, question, settings=AnswerSettings(
+        abstention={key: says_yes.model_dump()}))
+    assert not fitted.abstained and fitted.threshold is None
+    plain = answer_question(search, question)
+    assert plain.threshold == pgcite.answer.DEFAULT_THRESHOLDS["all-MiniLM-L6-v2"]
+
+
 def test_eval_answers_scores_the_collections_answers(diary: pgcite.Collection,
                                                      settings: pgcite.Settings,
                                                      tmp_path: Path) -> None:

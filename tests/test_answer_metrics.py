@@ -13,6 +13,7 @@ from pgcite.evaluate import GoldenQuery, load_golden
 from pgcite.evaluate._answers import (
     Passage,
     answer_golden,
+    collection_passages,
     contains_answer,
     first_sentence,
     normalize,
@@ -94,7 +95,9 @@ def test_an_openai_compatible_models_answers_get_the_same_metrics(
         "relevant": ["d-1666-09-04"], "answers": ["Parmazan cheese"]}) + "\n")
     with serve(reply) as server:
         generator = OpenAIChatGenerator(base_url=server.base_url, model="scripted")
-        records = answer_golden(diary, load_golden(golden), generator=generator)
+        records = answer_golden(
+            lambda q: diary.answer(q.text, cutoff=q.cutoff, generator=generator),
+            collection_passages(diary.view(embedder=False)), load_golden(golden))
         assert len(server.requests) == 1
     (record,) = records
     assert not record.abstained and record.cited and record.latency_ms > 0

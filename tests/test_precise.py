@@ -113,3 +113,44 @@ def test_question_kinds_and_cues() -> None:
     assert has_answer_type("who", "The sacks were led by Kawann Short.")
     assert not has_answer_type("who", "Short led.")
     assert has_answer_type("how many", "They had four sacks.")
+
+
+class CountingEmbedder(KeywordEmbedder):
+    """Remembers how many sentences it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.embedded.extend(texts)
+        return super().embed_documents(texts)
+
+
+def test_only_the_shortlist_is_embedded() -> None:
+    embedder = CountingEmbedder()
+    text = answer("How many points did the defense surrender?",
+                  PreciseGenerator(embedder=embedder, options=PreciseOptions(embed_top=2)))
+    assert len(embedder.embedded) == 2  # of 5 candidate sentences
+    assert text.splitlines()[0] == "The defense gave up just 308 points. [p1]"
+
+
+def test_a_second_sentence_from_the_best_passage_needs_less_score() -> None:
+    passages = [ContextPassage(id="a", author=None, date=None, rank=1, text=(
+        "The stadium opened in 1996. It was paid for by the city of Denver.")),
+                ContextPassage(id="b", author=None, date=None, rank=2, text=(
+        "Denver is a city in Colorado."))]
+    strict = PreciseOptions(embedding=0.0, follow_ratio=0.99, same_passage_ratio=0.99)
+    lenient = strict.model_copy(update={"same_passage_ratio": 0.0})
+    question = "When did the stadium open?"
+    assert answer(question, PreciseGenerator(options=strict), passages) == (
+        "The stadium opened in 1996. [a]")
+    assert answer(question, PreciseGenerator(options=lenient), passages).splitlines() == [
+        "The stadium opened in 1996. [a]", "It was paid for by the city of Denver. [a]"]
+
+
+def test_question_words_after_what_or_which_set_the_kind() -> None:
+    assert question_kind("What year did the stadium open?") == "when"
+    assert question_kind("In which decade was it built?") == "when"
+    assert question_kind("What percentage of voters agreed?") == "how many"
+    assert question_kind("What team won?") == "what"

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage, GenerationRequest
@@ -46,6 +48,44 @@ def content_words(text: str) -> set[str]:
     return {_stem(w) for w in words if len(w) > 1 and w not in _STOPWORDS}
 
 
+class Quoted(Protocol):
+    """A sentence chosen to quote: its text and the passage it comes from."""
+
+    @property
+    def passage(self) -> ContextPassage: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+class SentenceQuoter:
+    """What the model-free generators share: choose sentences (``select``, best first), then
+    quote each on its own line citing exactly the passage it comes from (and no other)."""
+
+    name = "extractive"
+    max_words = 60
+    # Say whose words a quote is even when the passage has no author and no date ("An undated
+    # passage says: …"); otherwise such a quote is the sentence alone.
+    always_speaker = True
+
+    def select(self, question: str, passages: list[ContextPassage]) -> Sequence[Quoted]:
+        raise NotImplementedError
+
+    def generate(self, request: GenerationRequest) -> str:
+        chosen = self.select(request.question, request.passages)
+        if not chosen:
+            return request.abstention_text
+        question = content_words(request.question)
+        return "\n".join(self._line(c, question, request.persona) for c in chosen)
+
+    def _line(self, chosen: Quoted, question: set[str], persona: str | None) -> str:
+        quote = _window(chosen.text, question, self.max_words).replace("[", "(").replace("]", ")")
+        passage = chosen.passage
+        if not self.always_speaker and not passage.author and not passage.date:
+            return f"{quote} [{passage.id}]"
+        return f"{_speaker(passage, persona)}: “{quote}” [{passage.id}]"
+
+
 @dataclass(frozen=True)
 class _Candidate:
     passage: ContextPassage
@@ -54,23 +94,14 @@ class _Candidate:
     words: frozenset[str]
 
 
-class ExtractiveGenerator:
+class ExtractiveGenerator(SentenceQuoter):
     """Quote the best-matching sentences, one cited line each."""
-
-    name = "extractive"
 
     def __init__(self, *, max_sentences: int = 3, max_per_passage: int = 2,
                  max_words: int = 60) -> None:
         self.max_sentences = max_sentences
         self.max_per_passage = max_per_passage
         self.max_words = max_words
-
-    def generate(self, request: GenerationRequest) -> str:
-        chosen = self.select(request.question, request.passages)
-        if not chosen:
-            return request.abstention_text
-        question = content_words(request.question)
-        return "\n".join(self._line(c, question, request.persona) for c in chosen)
 
     def select(self, question: str, passages: list[ContextPassage]) -> list[_Candidate]:
         """The sentences to quote, in passage-rank then reading order."""
@@ -91,10 +122,6 @@ class ExtractiveGenerator:
             if sum(p.passage.id == cand.passage.id for p in picked) < self.max_per_passage:
                 picked.append(cand)
         return sorted(picked, key=lambda c: (c.passage.rank, c.position))
-
-    def _line(self, cand: _Candidate, question: set[str], persona: str | None) -> str:
-        quote = _window(cand.text, question, self.max_words).replace("[", "(").replace("]", ")")
-        return f"{_speaker(cand.passage, persona)}: “{quote}” [{cand.passage.id}]"
 
 
 def _weights(question: set[str], candidates: list[_Candidate]) -> dict[str, float]:

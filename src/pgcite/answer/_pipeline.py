@@ -98,6 +98,14 @@ class _Policy:
         self.answerability = (None if options.threshold is not None or fitted is None
                               else AnswerabilityModel.model_validate(fitted))
 
+    def reported_threshold(self, result: SearchResult) -> float | None:
+        """The best-cosine threshold that decided, for ``Answer.threshold``: None when the
+        fitted answerability model scored this retrieval (its cut is a probability, not a
+        cosine; the trace says what it decided)."""
+        if self.answerability is not None and self.answerability.probability(result) is not None:
+            return None
+        return self.threshold
+
 
 class _Run:
     """One answer being built: the trace and timings accumulate here."""
@@ -119,7 +127,8 @@ class _Run:
             question=self.question, answer=text, abstained=abstained,
             snapshot_id=self.result.snapshot_id, embedding_model=self.result.embedding_model,
             sources=sources, citations=cited, generator=generator,
-            confidence=self.result.confidence, threshold=self.policy.threshold,
+            confidence=self.result.confidence,
+            threshold=self.policy.reported_threshold(self.result),
             trace=self.trace, attempts=self.attempts, stages=self.result.stages,
             timings_ms=self.timings,
         )

@@ -7,14 +7,16 @@ candidates of this answer and weighted (:class:`PreciseOptions`):
 - BM25 of the question over the candidate *sentences* (words in the collection's language:
   English stop words and stemming, Arabic article and clitic stripping, else plain words);
 - the cosine similarity of the sentence to the question under the collection's own embedding
-  model (all candidates in one embedder call per answer; skipped without an embedder);
+  model, for the ``embed_top`` sentences the other signals rank best (one embedder call per
+  answer; skipped without an embedder);
 - the fused rank of the passage the sentence comes from (1 / rank);
 - an answer-type cue: "when" asks for a date, "how many" for a number, "who" for a name
   (:mod:`pgcite.answer._qtype`).
 
-The best sentence comes first, so that the first sentence answers the question. Others follow
-only if they score close to it, say something new (word overlap below ``redundancy``) and fit
-the length budget.
+The best sentence comes first, so that the first sentence answers the question. Another follows
+if it comes from the same passage (``same_passage_ratio``: its context, at no cost in citation
+precision) or scores close to the best (``follow_ratio``), and only if it says something new
+(word overlap below ``redundancy``) and fits the length budget.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from dataclasses import dataclass
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite.answer._extractive import _STOPWORDS, _speaker, _stem, _window, content_words
+from pgcite.answer._extractive import _STOPWORDS, SentenceQuoter, _stem
 from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
 from pgcite.answer._sentences import split_sentences
-from pgcite.answer._types import ContextPassage, GenerationRequest
+from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
@@ -56,7 +58,11 @@ class PreciseOptions(BaseModel):
     max_sentences: int = Field(default=2, ge=1, le=10)
     max_words: int = Field(default=60, ge=5)  # the whole answer's quotes, not one sentence
     follow_ratio: float = Field(default=0.85, ge=0, le=1)  # a later sentence scores ≥ this × best
+    # ... or ≥ this × best when it comes from the best sentence's own passage (the context of
+    # the best match, cited by the same passage, so it costs no citation precision)
+    same_passage_ratio: float = Field(default=0.0, ge=0, le=1)
     redundancy: float = Field(default=0.5, gt=0, le=1)  # skip a sentence this similar (Jaccard)
+    embed_top: int = Field(default=12, ge=1)  # embed only this many best by the other signals
 
 
 @dataclass(frozen=True)
@@ -86,22 +92,16 @@ def _arabic_stem(word: str) -> str:
     return word
 
 
-class PreciseGenerator:
+class PreciseGenerator(SentenceQuoter):
     """Quote the sentences that answer the question, best first, each citing its passage."""
 
-    name = "extractive"
+    always_speaker = False  # no author and no date: the sentence itself, nobody to name
 
     def __init__(self, *, embedder: Embedder | None = None, language: str = "english",
                  options: PreciseOptions | None = None) -> None:
         self.embedder, self.language = embedder, language
         self.options = options or PreciseOptions()
-
-    def generate(self, request: GenerationRequest) -> str:
-        chosen = self.select(request.question, request.passages)
-        if not chosen:
-            return request.abstention_text
-        question = content_words(request.question)
-        return "\n".join(self._line(s, question, request.persona) for s in chosen)
+        self.max_words = self.options.max_words
 
     def select(self, question: str, passages: list[ContextPassage]) -> list[Sentence]:
         """The sentences to quote, best first."""
@@ -120,30 +120,42 @@ class PreciseGenerator:
         """Each sentence's weighted score (None: nothing ties any sentence to the question)."""
         o = self.options
         lexical = _scaled(_bm25(terms(question, self.language), [s.terms for s in sentences]))
-        dense = self._similarities(question, sentences) if o.embedding > 0 else None
-        if not any(lexical) and dense is None:
-            return None  # no question word anywhere and no embedder: quote nothing
         kind = question_kind(question)
         cue = [float(has_answer_type(kind, s.text)) if cue_applies(kind) else 0.0
                for s in sentences]
-        return [o.bm25 * lexical[i] + o.embedding * (dense[i] if dense is not None else 0.0)
-                + o.rank / s.passage.rank + o.answer_type * cue[i]
-                for i, s in enumerate(sentences)]
+        cheap = [o.bm25 * lexical[i] + o.rank / s.passage.rank + o.answer_type * cue[i]
+                 for i, s in enumerate(sentences)]
+        dense = self._similarities(question, sentences, cheap) if o.embedding > 0 else None
+        if not any(lexical) and dense is None:
+            return None  # no question word anywhere and no embedder: quote nothing
+        return [cheap[i] + o.embedding * (dense[i] if dense is not None else 0.0)
+                for i in range(len(sentences))]
 
-    def _similarities(self, question: str, sentences: list[Sentence]) -> list[float] | None:
+    def _similarities(self, question: str, sentences: list[Sentence],
+                      cheap: list[float]) -> list[float] | None:
+        """Cosine to the question, scaled, for the ``embed_top`` sentences the cheap signals
+        rank best (the rest count as the least similar of those): embedding every candidate
+        sentence is most of an answer's cost, and a sentence the cheap signals rank low is
+        rarely lifted to the top by similarity alone."""
         if self.embedder is None:
             return None
+        top = sorted(range(len(sentences)), key=lambda i: -cheap[i])[: self.options.embed_top]
         query = self.embedder.embed_query(question).reshape(-1)
-        matrix = self.embedder.embed_documents([s.text for s in sentences])  # one call
-        return _scaled([float(v) for v in np.asarray(matrix) @ query])
+        matrix = self.embedder.embed_documents([sentences[i].text for i in top])  # one call
+        found = dict(zip(top, (float(v) for v in np.asarray(matrix) @ query), strict=True))
+        floor = min(found.values())
+        return _scaled([found.get(i, floor) for i in range(len(sentences))])
 
     def _pick(self, ranked: list[Sentence], scores: list[float]) -> list[Sentence]:
         o = self.options
         picked = [ranked[0]]
         words = len(ranked[0].text.split())
         for sentence, score in zip(ranked[1:], scores[1:], strict=True):
-            if len(picked) == o.max_sentences or score < o.follow_ratio * scores[0]:
+            if len(picked) == o.max_sentences:
                 break
+            same = sentence.passage.id == ranked[0].passage.id
+            if score < (o.same_passage_ratio if same else o.follow_ratio) * scores[0]:
+                continue
             size = len(sentence.text.split())
             if words + size > o.max_words or any(
                     _jaccard(sentence.terms, p.terms) >= o.redundancy for p in picked):
@@ -151,14 +163,6 @@ class PreciseGenerator:
             picked.append(sentence)
             words += size
         return picked
-
-    def _line(self, sentence: Sentence, question: set[str], persona: str | None) -> str:
-        quote = _window(sentence.text, question, self.options.max_words)
-        quote = quote.replace("[", "(").replace("]", ")")
-        passage = sentence.passage
-        if not passage.author and not passage.date:
-            return f"{quote} [{passage.id}]"  # nobody to attribute it to: the sentence itself
-        return f"{_speaker(passage, persona)}: “{quote}” [{passage.id}]"
 
 
 def _bm25(query: list[str], docs: list[tuple[str, ...]]) -> list[float]:

@@ -10,8 +10,10 @@ import re
 
 QUESTION_KINDS = ("when", "how many", "who", "where", "which", "what", "why", "how", "other")
 _EN = [
-    ("how many", r"how (?:many|much|long|old|far|large|big|tall|often)"),
-    ("when", r"when|what (?:year|date|day|month|century|time)|in what year|in which year"),
+    ("how many", r"how (?:many|much|long|old|far|large|big|tall|often)"
+                 r"|(?:what|which) (?:percentage|percent|proportion|number|amount|fraction)"),
+    ("when", r"when|(?:what|which) (?:year|date|day|month|decade|century|time|period)"
+             r"|in (?:what|which) (?:year|decade|century)"),
     ("who", r"who|whom|whose"),
     ("where", r"where"),
     ("which", r"which"),
@@ -29,7 +31,7 @@ _AR = [
     ("why", r"لماذا|لم"),
     ("how", r"كيف"),
 ]
-_PATTERNS = [(kind, re.compile(rf"(?:^|[\s,؛،]){words}(?=[\s؟?]|$)", re.IGNORECASE))
+_PATTERNS = [(kind, re.compile(rf"(?:^|[\s,؛،])(?:{words})(?=[\s؟?]|$)", re.IGNORECASE))
              for kind, words in [*_EN, *_AR]]
 _MONTHS = ("january|february|march|april|may|june|july|august|september|october|november|"
            "december|يناير|فبراير|مارس|أبريل|مايو|يونيو|يوليو|أغسطس|سبتمبر|أكتوبر|نوفمبر|ديسمبر")

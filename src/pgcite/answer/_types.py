@@ -104,7 +104,9 @@ class Answer(_Camel):
     confidence: float | None = Field(
         default=None, description="retrieval's best cosine similarity"
     )
-    threshold: float | None = Field(default=None, description="abstention threshold used")
+    threshold: float | None = Field(
+        default=None, description="the best-cosine abstention threshold applied (None: none, "
+        "or the collection's fitted answerability model decided instead)")
     trace: list[TraceEvent] = Field(default_factory=list)
     attempts: list[Attempt] = Field(
         default_factory=list, description="the self-correcting loop's retrievals, if it ran")

@@ -192,10 +192,14 @@ def _answers(collection: str, gold: GoldenSet, out: Path | None, json_out: bool)
     import json
 
     from pgcite._client import Client
-    from pgcite.evaluate._answers import answer_golden, summarize_by_kind
+    from pgcite.evaluate._answers import answer_golden, collection_passages, summarize_by_kind
 
     with Client(settings()) as client:
-        records = answer_golden(client.collection(collection), gold)
+        col = client.collection(collection)
+        view = col.view(embedder=False)  # the passages and every answer: one snapshot
+        records = answer_golden(
+            lambda q: col.answer(q.text, cutoff=q.cutoff, snapshot_id=view.snapshot.snapshot_id),
+            collection_passages(view), gold)
     kinds = summarize_by_kind(records)
     summary = {"golden": gold.name, "kinds": kinds}
     if out is not None:

@@ -13,13 +13,15 @@ import re
 import statistics
 import time
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from psycopg import sql
 from pydantic import BaseModel, ConfigDict
 
 from pgcite.answer._sentences import split_sentences
+from pgcite.answer._types import Answer
 from pgcite.evaluate._golden import GoldenQuery, GoldenSet
+from pgcite.retrieve._view import SearchView
 
 _CITATION = re.compile(r"\[[^\[\]\n]*\]")
 
@@ -146,27 +148,28 @@ def summarize_by_kind(records: Sequence[AnswerRecord]) -> dict[str, dict[str, fl
             **{k: summarize([r for r in records if r.kind == k]) for k in kinds}}
 
 
-def collection_passages(collection: Any) -> dict[str, Passage]:
-    """Every passage of the collection's active snapshot: id -> (document id, full text)."""
-    from psycopg import sql
-
-    snapshot = collection.active_snapshot()
-    with collection.client.connection() as conn:
+def collection_passages(view: SearchView) -> dict[str, Passage]:
+    """Every passage of the view's snapshot: id -> (document id, full text)."""
+    with view.connection() as conn:
         rows = conn.execute(sql.SQL(
             "SELECT c.id, c.document_id, c.body FROM {s}.chunks c"
             " JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %s"
-        ).format(s=collection.info.schema_id), (snapshot.snapshot_id,)).fetchall()
+        ).format(s=view.info.schema_id), (view.snapshot.snapshot_id,)).fetchall()
     return {r[0]: Passage(document_id=r[1], text=r[2]) for r in rows}
 
 
-def answer_golden(collection: Any, golden: GoldenSet, **answer_options: Any
+# One golden query in, its answer out (e.g. Collection.answer with the query's cutoff, pinned
+# to the snapshot the passages were read from).
+AskFn = Callable[[GoldenQuery], Answer]
+
+
+def answer_golden(ask: AskFn, passages: Mapping[str, Passage], golden: GoldenSet
                   ) -> list[AnswerRecord]:
-    """Ask ``collection`` every golden query (with its cutoff) and score each answer."""
-    passages = collection_passages(collection)
+    """Ask every golden query and score each answer against ``passages``."""
     records = []
     for query in golden.queries:
         started = time.perf_counter()
-        answer = collection.answer(query.text, cutoff=query.cutoff, **answer_options)
+        answer = ask(query)
         records.append(score_answer(
             query, answer=answer.answer, abstained=answer.abstained, cited=answer.citations,
             passages=passages, latency_ms=(time.perf_counter() - started) * 1000))

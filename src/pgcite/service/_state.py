@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite._client import Client, Collection
+from pgcite._client import Client, Collection, on_replica
 from pgcite._errors import CollectionNotFound, ConfigError
 from pgcite.answer._llm import ChatGenerator, GeneratorConfig, make_generator
 from pgcite.answer._types import Generator
@@ -15,6 +15,7 @@ from pgcite.llm import llm_config
 from pgcite.service._metrics import Metrics
 from pgcite.service._roles import RoleCache, RoleScopedConnection
 from pgcite.store._collections import CollectionInfo, get_collection
+from pgcite.store._replicas import ReplicaBehind
 
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_UPLOAD_FILES = 20
@@ -58,13 +59,22 @@ class ServiceState:
         self.roles = RoleCache(self.client)
 
     def lookup(self, name: str) -> CollectionInfo:
-        """The registry entry for ``name``; schema names come from here, never from the URL."""
+        """The registry entry for ``name``; schema names come from here, never from the URL.
+        Read on a replica when there is one (a name it has not replayed: on the primary)."""
         try:
-            with self.client.connection() as conn:
-                return get_collection(conn, name)
+            return self.client.read(lambda: self._lookup(name))
         except (CollectionNotFound, ConfigError):
             # No hint: the registry's list of names is not for every key holder to read.
             raise CollectionNotFound(f"no collection named {name!r}") from None
+
+    def _lookup(self, name: str) -> CollectionInfo:
+        with self.client.connection() as conn:
+            try:
+                return get_collection(conn, name)
+            except CollectionNotFound:
+                if on_replica():
+                    raise ReplicaBehind(f"collection {name!r} not replayed") from None
+                raise
 
     def reader(self, info: CollectionInfo) -> Collection:
         """``info``'s collection, every query of it run under its read-only role."""

@@ -290,7 +290,7 @@ class Client:
         with self._pool_lock:
             replica_pools, self._replica_pools = list(self._replica_pools.values()), {}
         for pool in replica_pools:
-            pool.close(timeout=0)
+            pool.close(timeout=1.0)
 
     def __enter__(self) -> Client:
         return self

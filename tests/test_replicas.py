@@ -14,6 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
+from psycopg_pool import PoolTimeout
 
 import pgcite
 from pgcite._errors import DatabaseError
@@ -67,6 +68,7 @@ def test_classify_and_lsn_and_label() -> None:
     assert classify(ReplicaBehind("x")) == "behind"
     assert classify(psycopg.errors.UndefinedTable("no table")) == "behind"
     assert classify(psycopg.OperationalError("connection refused")) == "down"
+    assert classify(PoolTimeout("no connection in 5 s")) == "busy"
     assert classify(DatabaseError("wrapped")) is None
     wrapped = DatabaseError("cannot connect")
     wrapped.__cause__ = psycopg.OperationalError("refused")

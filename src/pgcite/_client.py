@@ -79,8 +79,6 @@ POOL_WAIT_S = 5.0
 # answer, so every connection that read takes -- through the collection's own factory too, the
 # service's role-scoped one included -- comes from that one node, and so does its snapshot.
 _READ_NODE: ContextVar[Replica | None] = ContextVar("pgcite_read_node", default=None)
-# A replica that stops answering should cost a request little before it is taken out.
-REPLICA_POOL_WAIT_S = 2.0
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -212,8 +210,9 @@ class Client:
                 if failure == "down":
                     self.replicas.failed(node)
                     self._drop_replica_pool(node)
-                    continue
-                break  # behind: the primary has it
+                if failure == "behind":
+                    break  # the primary has it
+                continue
             finally:
                 _READ_NODE.reset(token)
             self.replicas.succeeded(node)
@@ -249,7 +248,7 @@ class Client:
                 pool = self._replica_pools[node.url] = ConnectionPool(
                     node.url, min_size=1, max_size=8, configure=_configure, open=True,
                     kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
-                    timeout=REPLICA_POOL_WAIT_S, name=f"pgcite-replica-{node.label}")
+                    timeout=POOL_WAIT_S, name=f"pgcite-replica-{node.label}")
             return pool
 
     def _drop_replica_pool(self, node: Replica) -> None:

@@ -7,7 +7,8 @@ keep a pool per replica URL and ask a :class:`ReplicaSet` where each read goes:
 * A replica whose connection fails is taken out (``failed``) and handed out again after
   ``retry_after_s`` -- to one request at a time, until one succeeds (``succeeded``).
 * :func:`classify` says what an error on a replica means: ``"down"`` (connection refused,
-  reset, a pool timeout), ``"behind"`` (the replica has not replayed what the request needs yet:
+  reset), ``"busy"`` (no pooled connection within the wait: the read runs elsewhere, the replica
+  stays in -- a dead one is taken out by the refused connections), ``"behind"`` (the replica has not replayed what the request needs yet:
   a schema, a role, a snapshot -- the request goes to the primary) or None (the request's own
   error, which any node would give).
 
@@ -30,7 +31,7 @@ from psycopg_pool import PoolTimeout
 
 from pgcite.store._database import redact
 
-Failure = Literal["down", "behind"]
+Failure = Literal["down", "busy", "behind"]
 
 # The replica's replay position and the time of the last transaction it replayed, and the
 # primary's write position: lag in bytes is their difference; lag in seconds is how old the
@@ -163,7 +164,9 @@ def classify(exc: BaseException) -> Failure | None:
     if isinstance(exc, (pg_errors.UndefinedTable, pg_errors.InvalidSchemaName,
                         pg_errors.UndefinedObject, pg_errors.InvalidParameterValue)):
         return "behind"  # a new collection's schema or read role not replayed yet
-    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, OSError)):
+    if isinstance(exc, PoolTimeout):
+        return "busy"
+    if isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError, OSError)):
         return "down"
     cause = exc.__cause__
     return classify(cause) if cause is not None else None

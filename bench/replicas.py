@@ -17,7 +17,7 @@ The service names the primary by URL (PGCITE_DATABASE_URL), so it does not resta
 the service workers, the primary and both standbys.
 
     python bench/replicas.py                    # 15 s per throughput cell, 20 s per phase
-    python bench/replicas.py --seconds 8 --phase-seconds 12
+    python bench/replicas.py --seconds 8 --phase-seconds 12 --matrix 0:1,1:1,2:1,2:2
 
 Writes bench/results/replicas/{summary.json,report.md}. Exit status 1 if a goal figure (errors
 in the switch phase, mixed answers, answers from a snapshot not active on any node, requests
@@ -371,7 +371,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=15.0, help="per throughput cell")
     parser.add_argument("--phase-seconds", type=float, default=20.0)
-    parser.add_argument("--skip-matrix", action="store_true")
+    parser.add_argument("--matrix", default="0:1,1:1,2:1,0:2,1:2,2:2",
+                        help="throughput cells as replicas:workers, comma-separated ('' = none)")
     args = parser.parse_args()
 
     data_dir = Path(tempfile.mkdtemp(prefix="pgcb-"))  # short: standby socket paths
@@ -380,6 +381,7 @@ def main() -> None:
     standbys: list[Standby] = []
     server = None
     summary: dict[str, Any] = {
+        "command": "python bench/replicas.py " + " ".join(sys.argv[1:]),
         "clients": args.clients, "seconds": args.seconds, "phase_seconds": args.phase_seconds,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "note": "load generator, service workers, primary and standbys share "
@@ -388,27 +390,27 @@ def main() -> None:
         print("ingesting", file=sys.stderr)
         a, b = prepare(data_dir)
         standbys = [start_standby(data_dir, 5433), start_standby(data_dir, 5434)]
-        if not args.skip_matrix:
-            matrix = []
-            for workers in (1, 2):
-                for count in (0, 1, 2):
-                    print(f"throughput: {count} replicas, {workers} workers", file=sys.stderr)
-                    server, base = start_service(primary_url, standbys[:count], workers,
-                                                 data_dir)
-                    load(base, 4, 2)  # warm up
-                    rows = load(base, args.clients, args.seconds)
-                    matrix.append({"replicas": count, "workers": workers,
-                                   **throughput(rows, args.seconds),
-                                   "reads": replica_metrics(base)})
-                    stop_service(server)
-                    server = None
-            summary["throughput"] = matrix
+        cells = [tuple(int(x) for x in c.split(":")) for c in args.matrix.split(",") if c]
+        summary["throughput"] = []
+        for count, workers in cells:
+            print(f"throughput: {count} replicas, {workers} workers", file=sys.stderr)
+            server, base = start_service(primary_url, standbys[:count], workers, data_dir)
+            load(base, 4, 2)  # warm up
+            rows = load(base, args.clients, args.seconds)
+            summary["throughput"].append({"replicas": count, "workers": workers,
+                                          **throughput(rows, args.seconds),
+                                          "reads": replica_metrics(base)})
+            stop_service(server)
+            server = None
+            save(summary)
         server, base = start_service(primary_url, standbys, 1, data_dir)
         load(base, 4, 2)
         print("switches", file=sys.stderr)
         summary["switches"] = phase_switches(base, primary_url, standbys, a, b, args)
+        save(summary)
         print("kill -9 a standby", file=sys.stderr)
         summary["kill_standby"] = phase_kill_standby(base, data_dir, standbys[0], args)
+        save(summary)
         print("kill -9 the primary", file=sys.stderr)
         summary["kill_primary"] = phase_kill_primary(base, primary, a, args)
     finally:
@@ -416,9 +418,7 @@ def main() -> None:
             stop_service(server)
         for standby in standbys:
             stop_standby(standby)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (RESULTS / "report.md").write_text(report_md(summary))
+    save(summary)
     print(report_md(summary))
     shutil.rmtree(data_dir, ignore_errors=True)
     s, k, p = summary["switches"], summary["kill_standby"], summary["kill_primary"]
@@ -427,12 +427,19 @@ def main() -> None:
     sys.exit(1 if any(goals) else 0)
 
 
+def save(summary: dict[str, Any]) -> None:
+    """Written after every phase: a run cut short still leaves what it measured."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (RESULTS / "report.md").write_text(report_md(summary))
+
+
 def report_md(r: dict[str, Any]) -> str:
-    lines = ["# Read replicas and workers under load", "",
+    lines = ["# Read replicas and workers under load", "", f"`{r['command']}`", "",
              f"{r['clients']} concurrent clients POST /answer (extractive) on loopback; "
              f"{r['machine']['cpus']} CPUs shared by the load generator, the service, the "
              "primary and the standbys (and other jobs on this machine).", ""]
-    if "throughput" in r:
+    if r.get("throughput"):
         lines += [f"## Throughput ({r['seconds']} s per cell)", "",
                   "| replicas | workers | answers/s | p50 ms | p95 ms | failed tries | "
                   "reads by node (one worker's /metrics) |", "|---|---|---|---|---|---|---|"]
@@ -442,6 +449,8 @@ def report_md(r: dict[str, Any]) -> str:
             lines.append(f"| {c['replicas']} | {c['workers']} | {c['rps']} | {c['p50_ms']} | "
                          f"{c['p95_ms']} | {c['failed_tries']} | {reads or '-'} |")
         lines.append("")
+    if not {"switches", "kill_standby", "kill_primary"} <= set(r):
+        return "\n".join([*lines, "(run cut short: the phases below did not all complete)", ""])
     s, k, p = r["switches"], r["kill_standby"], r["kill_primary"]
     lines += [
         f"## Activation and rollback x3 during load ({r['phase_seconds']} s, 2 replicas)", "",

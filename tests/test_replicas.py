@@ -198,6 +198,12 @@ def test_activation_reaches_replicas_and_a_lagging_one_answers_from_its_own_poin
                 assert named.snapshot_id == new
                 assert only_paused.replicas.served["primary"] == 1
                 assert only_paused.replicas.served["retried"] == 1
+                # an answer sent to the primary keeps its searches there (not back on the
+                # replica, which lacks the snapshot and would find nothing)
+                sent = only_paused.collection("diary").answer("What did Pepys eat?",
+                                                               snapshot_id=new)
+                assert sent.snapshot_id == new and sent.sources
+                assert only_paused.replicas.served["primary"] == 2
         finally:
             conn.execute("SELECT pg_wal_replay_resume()")
     assert wait_for(_replayed(paused, admin))

@@ -79,6 +79,9 @@ POOL_WAIT_S = 5.0
 # answer, so every connection that read takes -- through the collection's own factory too, the
 # service's role-scoped one included -- comes from that one node, and so does its snapshot.
 _READ_NODE: ContextVar[Replica | None] = ContextVar("pgcite_read_node", default=None)
+# Whether a read is under way (on a replica or the primary): a read inside it (an answer's
+# searches) stays on the node the outer one chose.
+_IN_READ: ContextVar[bool] = ContextVar("pgcite_in_read", default=False)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -194,8 +197,15 @@ class Client:
         """``fn()`` (a search, an answer: reads only) on a healthy replica, else the primary.
         A replica that fails is taken out and ``fn`` runs again on the next one; one that has
         not replayed what ``fn`` needs sends it to the primary (store/_replicas.py)."""
-        if not self.replicas or _READ_NODE.get() is not None:
+        if not self.replicas or _IN_READ.get():
             return fn()
+        reading = _IN_READ.set(True)
+        try:
+            return self._read_somewhere(fn)
+        finally:
+            _IN_READ.reset(reading)
+
+    def _read_somewhere(self, fn: Callable[[], T]) -> T:
         tried: set[str] = set()
         while (node := self.replicas.choose(frozenset(tried))) is not None:
             token = _READ_NODE.set(node)

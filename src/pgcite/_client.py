@@ -91,6 +91,16 @@ def on_replica() -> bool:
     return _READ_NODE.get() is not None
 
 
+def _reachable(node: Replica) -> bool:
+    """Whether a replica accepts a connection now (2 s at most)."""
+    try:
+        with psycopg.connect(node.url, connect_timeout=2, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except (psycopg.Error, OSError):
+        return False
+    return True
+
+
 def _reads(method: F) -> F:
     """Run a Collection method as one read (``Client.read``): on a replica when one is up."""
     @functools.wraps(method)
@@ -217,6 +227,8 @@ class Client:
                     raise  # the request's own error: any node would say the same
                 tried.add(node.url)
                 self.replicas.count("retried")
+                if failure == "busy" and not _reachable(node):
+                    failure = "down"  # its pool waited on reconnects that will not come
                 if failure == "down":
                     self.replicas.failed(node)
                     self._drop_replica_pool(node)
@@ -255,10 +267,12 @@ class Client:
         with self._pool_lock:
             pool = self._replica_pools.get(node.url)
             if pool is None:
+                # no check on checkout: a broken connection (the replica died) fails its
+                # query at once, which takes the replica out, instead of a 5 s pool wait
                 pool = self._replica_pools[node.url] = ConnectionPool(
                     node.url, min_size=1, max_size=8, configure=_configure, open=True,
-                    kwargs={"autocommit": True}, check=ConnectionPool.check_connection,
-                    timeout=POOL_WAIT_S, name=f"pgcite-replica-{node.label}")
+                    kwargs={"autocommit": True}, timeout=POOL_WAIT_S,
+                    name=f"pgcite-replica-{node.label}")
             return pool
 
     def _drop_replica_pool(self, node: Replica) -> None:

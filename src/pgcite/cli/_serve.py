@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # How `serve --workers N` hands its options to the worker processes (each imports the app
 # factory afresh): the service config as JSON; settings travel as PGCITE_* variables.
 _WORKER_CONFIG = "PGCITE_SERVE_CONFIG"
+_WORKER_START_S = 180
 
 
 def _loopback(host: str) -> bool:
@@ -94,6 +95,7 @@ def _serve_workers(config: ServiceConfig, *, host: str, port: int, workers: int,
     import uvicorn
 
     from pgcite.store._database import Database
+    from pgcite.store._server import prune_handles
 
     current = settings()
     # Here, once: the server started (embedded: this process holds it up while workers come
@@ -105,8 +107,15 @@ def _serve_workers(config: ServiceConfig, *, host: str, port: int, workers: int,
         os.environ["PGCITE_DATABASE_URL"] = current.database_url
     console.print(f"pgcite service on http://{host}:{port} with {workers} workers (docs: /docs, "
                   f"auth {'on' if config.auth else 'OFF'}, generator {generator})")
-    uvicorn.run("pgcite.cli._serve:worker_app", factory=True, host=host, port=port,
-                workers=workers, log_level=log_level, timeout_graceful_shutdown=30)
+    try:
+        # A worker answers uvicorn's health pings only once its app is built (models loaded):
+        # on a busy machine that is well past uvicorn's 5 s, which would kill and respawn it.
+        uvicorn.run("pgcite.cli._serve:worker_app", factory=True, host=host, port=port,
+                    workers=workers, log_level=log_level, timeout_graceful_shutdown=30,
+                    timeout_worker_healthcheck=_WORKER_START_S)
+    finally:
+        if current.database_url is None:  # workers uvicorn killed left their pids behind
+            prune_handles(current.data_dir.expanduser().resolve() / "pg18")
 
 
 def _config_json(config: ServiceConfig) -> dict[str, Any]:

@@ -67,12 +67,16 @@ MARK = "[second snapshot] "
 # --- the cluster ----------------------------------------------------------------------------
 
 
-def prepare(data_dir: Path) -> tuple[int, int]:
-    """Snapshot A (the sample) active, snapshot B (every third entry edited) built inactive."""
+def prepare(data_dir: Path, entries: int) -> tuple[int, int]:
+    """Snapshot A (the sample's first ``entries``) active, snapshot B (every third entry
+    edited) built inactive."""
+    rows = [json.loads(line) for line in sample_path().read_text().splitlines() if line]
+    rows = rows[:entries]
+    original = data_dir / "original.jsonl"
+    original.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pgcite.Client(pgcite.Settings(data_dir=data_dir)) as client:
         col = client.create_collection(NAME)
-        a = col.ingest([sample_path()]).snapshot_id
-        rows = [json.loads(line) for line in sample_path().read_text().splitlines() if line]
+        a = col.ingest([original]).snapshot_id
         for i, row in enumerate(rows):
             if i % 3 == 0:
                 row["text"] = MARK + row["text"]
@@ -371,9 +375,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=15.0, help="per throughput cell")
     parser.add_argument("--phase-seconds", type=float, default=20.0)
+    parser.add_argument("--entries", type=int, default=122,
+                        help="diary entries ingested (the sample has 122)")
     parser.add_argument("--matrix", default="0:1,1:1,2:1,0:2,1:2,2:2",
                         help="throughput cells as replicas:workers, comma-separated ('' = none)")
     args = parser.parse_args()
+    # SIGTERM (timeout, kill) ends the run through the finally below: standbys and service stop
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     data_dir = Path(tempfile.mkdtemp(prefix="pgcb-"))  # short: standby socket paths
     primary = embedded_server(data_dir)
@@ -381,14 +389,14 @@ def main() -> None:
     standbys: list[Standby] = []
     server = None
     summary: dict[str, Any] = {
-        "command": "python bench/replicas.py " + " ".join(sys.argv[1:]),
+        "command": "python bench/replicas.py " + " ".join(a or "''" for a in sys.argv[1:]),
         "clients": args.clients, "seconds": args.seconds, "phase_seconds": args.phase_seconds,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "note": "load generator, service workers, primary and standbys share "
                     "these cores (and, here, other jobs)"}}
     try:
         print("ingesting", file=sys.stderr)
-        a, b = prepare(data_dir)
+        a, b = prepare(data_dir, args.entries)
         standbys = [start_standby(data_dir, 5433), start_standby(data_dir, 5434)]
         cells = [tuple(int(x) for x in c.split(":")) for c in args.matrix.split(",") if c]
         summary["throughput"] = []

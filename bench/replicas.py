@@ -358,7 +358,10 @@ def phase_kill_primary(base: str, primary: Any, a: int, args: argparse.Namespace
 
 def replica_metrics(base: str) -> dict[str, float]:
     """pgcite_replica_* and pgcite_reads_total from one worker's /metrics."""
-    text = httpx.get(f"{base}/metrics", timeout=30).text
+    try:  # an overloaded service may not answer in time: the figures are then missing
+        text = httpx.get(f"{base}/metrics", timeout=60).text
+    except httpx.HTTPError:
+        return {}
     out: dict[str, float] = {}
     for name, key in (("pgcite_replica_up", "up"), ("pgcite_replica_lag_bytes", "lag_bytes"),
                       ("pgcite_replica_lag_seconds", "lag_s"), ("pgcite_reads_total", "reads")):

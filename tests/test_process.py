@@ -6,6 +6,7 @@ module, not the session's), and checks the OS processes themselves."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -82,13 +83,14 @@ def _free_port() -> int:
         return port
 
 
-def _start_serve(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def _start_serve(data_dir: Path, *extra: str,
+                 within_s: float = DEADLINE_S) -> tuple[subprocess.Popen[str], str]:
     port = _free_port()
-    proc = subprocess.Popen([*CLI, "serve", "--no-auth", "--port", str(port)],
+    proc = subprocess.Popen([*CLI, "serve", "--no-auth", "--port", str(port), *extra],
                             env=_env(data_dir), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[0]
         try:
@@ -115,6 +117,39 @@ def test_stopping_serve_stops_postgres(data_dir: Path, sig: signal.Signals) -> N
     listed = pgcite(data_dir, "collection", "list", "--json")
     assert listed.returncode == 0 and listed.stderr == "", listed.stderr
     assert _gone(data_dir)
+
+
+def test_serve_workers_stop_gracefully_and_postgres_with_them(data_dir: Path) -> None:
+    """`serve --workers 2`: uvicorn's workers are multiprocessing children, which skip atexit;
+    they must still drop their handles, so the embedded server stops with the service."""
+    proc, base = _start_serve(data_dir, "--workers", "2", within_s=3 * DEADLINE_S)
+    assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+    workers = psutil.Process(proc.pid).children(recursive=True)
+    assert sum("spawn_main" in " ".join(w.cmdline()) for w in workers) >= 2
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=2 * DEADLINE_S)
+    assert "Traceback" not in out, out
+    assert _gone(data_dir), f"PostgreSQL left running after the workers stopped:\n{out}"
+    assert handles(data_dir) == "[]"
+
+
+@pytest.mark.replicas
+def test_server_standby_runs_until_sigterm_then_stops_its_postgres(data_dir: Path) -> None:
+    proc = subprocess.Popen([*CLI, "server", "standby", "--port", "5439", "--json"],
+                            env=_env(data_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or lines[-1] not in ("}\n", ""):  # the JSON object, or EOF if it died
+        lines.append(proc.stdout.readline())
+    assert lines[-1] == "}\n", proc.communicate()[1]
+    started = json.loads("".join(lines))
+    standby = [p for p in postmasters(data_dir) if "standby-5439" in " ".join(p.cmdline())]
+    assert standby and standby[0].pid == started["pid"]
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    assert "Traceback" not in err, err
+    assert _gone(data_dir), "the standby (or the primary it held) was left running"
 
 
 def test_dead_process_handle_is_dropped(data_dir: Path) -> None:

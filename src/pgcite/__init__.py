@@ -42,6 +42,7 @@ from pgcite.retrieve._search import Ordering, SearchOptions
 from pgcite.retrieve._view import SearchView
 from pgcite.store._collections import CollectionInfo, CollectionSettings
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved
+from pgcite.store._replicas import Replica
 from pgcite.store._snapshots import SnapshotInfo
 
 __version__ = version("pgcite")  # pyproject.toml is the one place the version is written
@@ -88,6 +89,7 @@ __all__ = [
     "Overrides",
     "PgciteError",
     "RelatedEntity",
+    "Replica",
     "Reranker",
     "SearchOptions",
     "SearchResult",

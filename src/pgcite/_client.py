@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import atexit
 import datetime as dt
+import functools
 import threading
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import psycopg
@@ -59,6 +61,14 @@ from pgcite.store._collections import (
 )
 from pgcite.store._database import Database
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_without, list_documents
+from pgcite.store._replicas import (
+    PRIMARY_SQL,
+    REPLAY_SQL,
+    Replica,
+    ReplicaBehind,
+    ReplicaSet,
+    classify,
+)
 from pgcite.store._segments import OptimizeReport, optimize
 from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
 
@@ -73,6 +83,43 @@ _LEGACY_OPTIONS = ("ordering", "fetch_multiplier", "rrf_k", "weights", "ef_searc
 # backend no connection can be had; psycopg's default 30 s made requests hang past any client
 # timeout, where a PoolTimeout after a few seconds is a 503 with a retry hint.
 POOL_WAIT_S = 5.0
+
+# --- read replicas (docs/scale-out.md; the routing decisions are store/_replicas.py's) ------
+# The node the current read runs on (None: the primary). Client.read sets it for one search or
+# answer, so every connection that read takes -- through the collection's own factory too, the
+# service's role-scoped one included -- comes from that one node, and so does its snapshot.
+_READ_NODE: ContextVar[Replica | None] = ContextVar("pgcite_read_node", default=None)
+# Whether a read is under way (on a replica or the primary): a read inside it (an answer's
+# searches) stays on the node the outer one chose.
+_IN_READ: ContextVar[bool] = ContextVar("pgcite_in_read", default=False)
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def on_replica() -> bool:
+    """Whether the current read runs on a replica."""
+    return _READ_NODE.get() is not None
+
+
+def _reachable(node: Replica) -> bool:
+    """Whether a replica accepts a connection now (2 s at most)."""
+    try:
+        with psycopg.connect(node.url, connect_timeout=2, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except (psycopg.Error, OSError):
+        return False
+    return True
+
+
+def _reads(method: F) -> F:
+    """Run a Collection method as one read (``Client.read``): on a replica when one is up."""
+    @functools.wraps(method)
+    def read(self: Collection, *args: Any, **kwargs: Any) -> Any:
+        return self.client.read(lambda: method(self, *args, **kwargs))
+    return cast(F, read)
+
+
+# --- end read replicas ------------------------------------------------------------------------
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -110,6 +157,9 @@ class Client:
         self._pool_lock = threading.Lock()
         self._pool_generation = 0
         self._active: ActivePointerCache[SnapshotInfo | None] | None = None
+        self.replicas = ReplicaSet(self.settings.read_urls,
+                                   retry_after_s=self.settings.replica_retry_s)
+        self._replica_pools: dict[str, ConnectionPool] = {}
         # Models for the optional stages: given here, or built on first use from PGCITE_LLM*
         # / PGCITE_RERANKER* settings (None when not configured: those stages are skipped).
         self._llm, self._llm_ready = llm, llm is not None
@@ -137,7 +187,13 @@ class Client:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection (autocommit; use ``conn.transaction()`` for more)."""
+        """A pooled connection (autocommit; use ``conn.transaction()`` for more): the
+        primary's, or inside a read (``read``) the replica it runs on."""
+        node = _READ_NODE.get()
+        if node is not None:
+            with self._replica_pool(node).connection() as conn:
+                yield conn
+            return
         self.db.check_alive()  # a dead embedded server: DatabaseError now, not a pool timeout
         with self._pool_lock:
             pool = self._pool
@@ -154,6 +210,89 @@ class Client:
                     stale.close(timeout=0)
         with pool.connection() as conn:
             yield conn
+
+    # --- read replicas --------------------------------------------------------------------
+
+    def read(self, fn: Callable[[], T]) -> T:
+        """``fn()`` (a search, an answer: reads only) on a healthy replica, else the primary.
+        A replica that fails is taken out and ``fn`` runs again on the next one; one that has
+        not replayed what ``fn`` needs sends it to the primary (store/_replicas.py)."""
+        if not self.replicas or _IN_READ.get():
+            return fn()
+        reading = _IN_READ.set(True)
+        try:
+            return self._read_somewhere(fn)
+        finally:
+            _IN_READ.reset(reading)
+
+    def _read_somewhere(self, fn: Callable[[], T]) -> T:
+        tried: set[str] = set()
+        while (node := self.replicas.choose(frozenset(tried))) is not None:
+            token = _READ_NODE.set(node)
+            try:
+                result = fn()
+            except Exception as exc:
+                failure = classify(exc)
+                if failure is None:
+                    raise  # the request's own error: any node would say the same
+                tried.add(node.url)
+                self.replicas.count("retried")
+                if failure == "busy" and not _reachable(node):
+                    failure = "down"  # its pool waited on reconnects that will not come
+                if failure == "down":
+                    self.replicas.failed(node)
+                    self._drop_replica_pool(node)
+                if failure == "behind":
+                    break  # the primary has it
+                continue
+            finally:
+                _READ_NODE.reset(token)
+            self.replicas.succeeded(node)
+            self.replicas.count(node.label)
+            return result
+        self.replicas.count("primary")
+        return fn()
+
+    def replica_lag(self) -> list[Replica]:
+        """Measure every replica's lag now (a fresh connection each, 2 s timeout); one that
+        cannot be reached is taken out. For /metrics and benchmarks."""
+        try:
+            with self.connection() as conn:
+                row = conn.execute(PRIMARY_SQL).fetchone()
+            primary = str(row[0]) if row else None
+        except (psycopg.Error, PgciteError, OSError):
+            primary = None  # the primary is down: lag unknown, replicas still serve
+        for replica in self.replicas.replicas:
+            try:
+                with psycopg.connect(replica.url, connect_timeout=2, autocommit=True) as conn:
+                    replay = conn.execute(REPLAY_SQL).fetchone()
+            except (psycopg.Error, OSError):
+                self.replicas.failed(replica)
+                self._drop_replica_pool(replica)
+                continue
+            self.replicas.record_lag(replica, primary, replay)
+        return list(self.replicas.replicas)
+
+    def _replica_pool(self, node: Replica) -> ConnectionPool:
+        with self._pool_lock:
+            pool = self._replica_pools.get(node.url)
+            if pool is None:
+                # no check on checkout: a broken connection (the replica died) fails its
+                # query at once, which takes the replica out, instead of a 5 s pool wait
+                pool = self._replica_pools[node.url] = ConnectionPool(
+                    node.url, min_size=1, max_size=8, configure=_configure, open=True,
+                    kwargs={"autocommit": True}, timeout=POOL_WAIT_S,
+                    name=f"pgcite-replica-{node.label}")
+            return pool
+
+    def _drop_replica_pool(self, node: Replica) -> None:
+        """Close a failed replica's pool: a fresh one (no reconnect backoff) on its retry."""
+        with self._pool_lock:
+            pool = self._replica_pools.pop(node.url, None)
+        if pool is not None:  # its workers may be mid-connect: not on the request's time
+            threading.Thread(target=pool.close, name="pgcite-replica-close", daemon=True).start()
+
+    # --- end read replicas ----------------------------------------------------------------
 
     def active_pointers(self) -> ActivePointerCache[SnapshotInfo | None]:
         """This process's cache of active snapshots, kept current by LISTEN/NOTIFY."""
@@ -181,6 +320,10 @@ class Client:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        with self._pool_lock:
+            replica_pools, self._replica_pools = list(self._replica_pools.values()), {}
+        for pool in replica_pools:
+            pool.close(timeout=1.0)
 
     def __enter__(self) -> Client:
         return self
@@ -261,6 +404,13 @@ class Collection:
             return list_snapshots(conn, self.info)
 
     def active_snapshot(self) -> SnapshotInfo:
+        if on_replica():
+            # LISTEN/NOTIFY does not reach a standby: read its own pointer, every time, so a
+            # read there uses a snapshot active on that node when the request ran
+            snapshot = self._read_active()
+            if snapshot is None:
+                raise ReplicaBehind(f"{self.name}: no active snapshot replayed yet")
+            return snapshot
         snapshot = self.client.active_pointers().get(self.name, self._read_active)
         if snapshot is None:
             raise PgciteError(
@@ -367,6 +517,7 @@ class Collection:
         models), e.g. for the several searches of one answer."""
         return Collection(self.client, self.info, connection=self._connection, view=view)
 
+    @_reads
     def search(
         self,
         query: str,
@@ -457,6 +608,7 @@ class Collection:
                 near_key=canonical_key(conn, self.info, near) if near is not None else None,
                 entities=found, edges=graph, models=snapshot_models(conn, self.info, snapshot))
 
+    @_reads
     def answer(
         self,
         question: str,
@@ -541,7 +693,7 @@ class Collection:
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:
             return self.active_snapshot()
-        snapshots = self.snapshots()
+        snapshots = self._snapshots_with(snapshot_id)
         for snap in snapshots:
             if snap.snapshot_id == snapshot_id:
                 if snap.state != "ready":
@@ -551,6 +703,20 @@ class Collection:
         known = ", ".join(str(s.snapshot_id) for s in snapshots)
         raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}",
                           hint=f"snapshots: {known}" if known else "ingest documents first")
+
+
+    def _snapshots_with(self, snapshot_id: int) -> list[SnapshotInfo]:
+        """The snapshots; on a replica, waiting (``replica_wait_s``) for ``snapshot_id`` to be
+        replayed ready, then sending the read to the primary (``ReplicaBehind``)."""
+        deadline = time.monotonic() + self.client.settings.replica_wait_s
+        while True:
+            snapshots = self.snapshots()
+            if not on_replica() or any(s.snapshot_id == snapshot_id and s.state == "ready"
+                                       for s in snapshots):
+                return snapshots
+            if time.monotonic() >= deadline:
+                raise ReplicaBehind(f"{self.name}: snapshot {snapshot_id} not replayed yet")
+            time.sleep(0.05)
 
 
 def search_arguments(

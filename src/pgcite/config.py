@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 def _default_data_dir() -> Path:
@@ -30,6 +30,17 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="PostgreSQL URL; unset = embedded server"
     )
+    # Read replicas (streaming standbys of database_url, or of the embedded server: `pgcite
+    # server standby`): searches and answers go to a healthy one, everything else to the
+    # primary (docs/scale-out.md). Comma- or space-separated in PGCITE_READ_URLS.
+    read_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="read-replica URLs; reads go there, writes never")
+    replica_retry_s: float = Field(
+        default=5.0, gt=0, le=3600, description="a failed replica is tried again after this")
+    replica_wait_s: float = Field(
+        default=1.0, ge=0, le=60,
+        description="how long a read naming a snapshot a replica has not replayed waits for "
+        "it there before it goes to the primary")
     data_dir: Path = Field(
         default_factory=_default_data_dir, description="Embedded server and caches live here"
     )
@@ -69,3 +80,10 @@ class Settings(BaseSettings):
     reranker_model: str | None = None
     reranker_api_key: SecretStr | None = None
     reranker_timeout_s: float = Field(default=5.0, gt=0, le=120)
+
+    @field_validator("read_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part for part in value.replace(",", " ").split() if part]
+        return value

@@ -12,7 +12,7 @@ import typer
 from typer._click.exceptions import ClickException  # typer vendors click (pyproject pins it)
 from typer.core import TyperGroup
 
-from pgcite.cli import _collection, _documents, _snapshot
+from pgcite.cli import _collection, _documents, _server, _snapshot
 from pgcite.cli._ask import ask_command
 from pgcite.cli._common import set_global
 from pgcite.cli._demo import demo_command
@@ -67,6 +67,7 @@ app.command("ask")(ask_command)
 app.command("serve")(serve_command)
 app.command("mcp")(mcp_command)
 app.add_typer(key_app, name="key")
+app.add_typer(_server.app, name="server")
 
 
 @app.callback()

@@ -54,6 +54,8 @@ def create_app(
     else:
         owns = False
     state = ServiceState(client=client, config=config, owns_client=owns)
+    if client.replicas:
+        state.metrics.watch_replicas(client.replica_lag, lambda: dict(client.replicas.served))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

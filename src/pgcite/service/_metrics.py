@@ -4,12 +4,14 @@ one process (tests) never clash over metric names."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from pgcite.answer._types import Answer
 from pgcite.retrieve._hits import StageEvent
+from pgcite.store._replicas import Replica
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -37,6 +39,12 @@ class Metrics:
             "pgcite_answers_total", "Answers by generator and outcome",
             ["generator", "abstained"], registry=self.registry)
 
+    def watch_replicas(self, measure: Callable[[], list[Replica]],
+                       served: Callable[[], Mapping[str, int]]) -> None:
+        """Export each read replica's health and lag, measured at every scrape, and where
+        reads went (``Client.replica_lag`` and ``Client.replicas.served``)."""
+        self.registry.register(_ReplicaCollector(measure, served))
+
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
@@ -57,6 +65,35 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _ReplicaCollector:
+    def __init__(self, measure: Callable[[], list[Replica]],
+                 served: Callable[[], Mapping[str, int]]) -> None:
+        self._measure, self._served = measure, served
+
+    def collect(self) -> Iterator[Metric]:
+        replicas = self._measure()
+        up = GaugeMetricFamily("pgcite_replica_up", "1 while a read replica serves reads",
+                               labels=["replica"])
+        lag_bytes = GaugeMetricFamily(
+            "pgcite_replica_lag_bytes", "WAL the replica has not replayed yet (primary's "
+            "current LSN minus its replay LSN)", labels=["replica"])
+        lag_s = GaugeMetricFamily(
+            "pgcite_replica_lag_seconds", "Age of the last transaction a replica replayed, "
+            "while it is behind (0 when caught up)", labels=["replica"])
+        for replica in replicas:
+            up.add_metric([replica.label], 1.0 if replica.healthy else 0.0)
+            if replica.lag_bytes is not None:
+                lag_bytes.add_metric([replica.label], float(replica.lag_bytes))
+            if replica.lag_seconds is not None:
+                lag_s.add_metric([replica.label], replica.lag_seconds)
+        reads = CounterMetricFamily(
+            "pgcite_reads", "Searches and answers by the node that served them (a replica, "
+            "primary) and reads run again elsewhere (retried)", labels=["node"])
+        for node, count in sorted(self._served().items()):
+            reads.add_metric([node], float(count))
+        yield from (up, lag_bytes, lag_s, reads)
 
 
 _SELF_CHECK_STEPS = ("grade", "rewrite", "sufficiency", "external")

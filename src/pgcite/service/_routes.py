@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import psycopg
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from pgcite.answer._types import Answer
 from pgcite.retrieve._entities import EntitiesResult, Kind
@@ -84,9 +85,14 @@ async def search(body: SearchBody, access: Reader, state: State) -> Any:
     """Cited passages: BM25 + vector, fused; filters hold in SQL. Optional stages (route,
     decompose, hyde, rerank, boosts) say what they did in ``stages``."""
     snapshot = await _pinned(access, state, body.snapshot)
-    result = await (await state.areader(access.info)).search(
-        body.query, top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
-        stages=body.stage_overrides(), snapshot_id=snapshot)
+    arguments: dict[str, Any] = dict(top_k=body.top_k, mode=body.mode,
+                                     filters=body.to_filters(), stages=body.stage_overrides(),
+                                     snapshot_id=snapshot)
+    if state.replicated:  # the sync path routes reads to replicas
+        result = await run_in_threadpool(
+            lambda: state.reader(access.info).search(body.query, **arguments))
+    else:
+        result = await (await state.areader(access.info)).search(body.query, **arguments)
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     state.metrics.observe_routes(result.stages)
@@ -129,8 +135,13 @@ async def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None,
         snapshot_id=await _pinned(access, state, body.snapshot))
+    if state.replicated and not body.stream:  # the sync path routes reads to replicas
+        result = await run_in_threadpool(
+            lambda: state.reader(access.info).answer(body.question, **options))
+        _observe_answer(state, result)
+        return result
     reader = await state.areader(access.info)
-    if body.stream:
+    if body.stream:  # on the primary, also with replicas (docs/scale-out.md)
         return await sse_answer(reader, body.question, options,
                                 on_final=lambda result: _observe_answer(state, result))
     result = await reader.answer(body.question, **options)

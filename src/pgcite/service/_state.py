@@ -9,9 +9,10 @@ from typing import TypeVar
 
 from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from pgcite._async import DEFAULT_WORKERS, AsyncClient, AsyncCollection, async_client
-from pgcite._client import Client, Collection
+from pgcite._client import Client, Collection, on_replica
 from pgcite._errors import CollectionNotFound, ConfigError
 from pgcite.answer._llm import ChatGenerator, GeneratorConfig, make_generator
 from pgcite.answer._types import Generator
@@ -19,6 +20,7 @@ from pgcite.llm import llm_config
 from pgcite.service._metrics import Metrics
 from pgcite.service._roles import AsyncRoleScopedConnection, RoleCache, RoleScopedConnection
 from pgcite.store._collections import CollectionInfo, aget_collection, get_collection
+from pgcite.store._replicas import ReplicaBehind
 
 T = TypeVar("T")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024
@@ -68,21 +70,39 @@ class ServiceState:
         self.roles = RoleCache(self.client)
 
     def lookup(self, name: str) -> CollectionInfo:
-        """The registry entry for ``name``; schema names come from here, never from the URL."""
+        """The registry entry for ``name``; schema names come from here, never from the URL.
+        Read on a replica when there is one (a name it has not replayed: on the primary)."""
         try:
-            with self.client.connection() as conn:
-                return get_collection(conn, name)
+            return self.client.read(lambda: self._lookup(name))
         except (CollectionNotFound, ConfigError):
             # No hint: the registry's list of names is not for every key holder to read.
             raise CollectionNotFound(f"no collection named {name!r}") from None
 
     async def alookup(self, name: str) -> CollectionInfo:
-        """:meth:`lookup` on the async pool (the request path: no thread hop)."""
+        """:meth:`lookup` on the async pool (the request path: no thread hop); with read
+        replicas, the sync lookup that routes to them, in a thread."""
+        if self.replicated:
+            return await run_in_threadpool(self.lookup, name)
         try:
             async with (await self.async_client()).connection() as conn:
                 return await aget_collection(conn, name)
         except (CollectionNotFound, ConfigError):
             raise CollectionNotFound(f"no collection named {name!r}") from None
+
+    def _lookup(self, name: str) -> CollectionInfo:
+        with self.client.connection() as conn:
+            try:
+                return get_collection(conn, name)
+            except CollectionNotFound:
+                if on_replica():
+                    raise ReplicaBehind(f"collection {name!r} not replayed") from None
+                raise
+
+    @property
+    def replicated(self) -> bool:
+        """Whether reads may go to replicas: then search and answer take the sync path that
+        routes them (``Client.read``), in a thread; the async API runs on the primary only."""
+        return bool(self.client.replicas)
 
     def reader(self, info: CollectionInfo) -> Collection:
         """``info``'s collection, every query of it run under its read-only role."""

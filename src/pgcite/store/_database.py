@@ -51,7 +51,7 @@ class Database:
         try:
             conn = psycopg.connect(self.url, autocommit=autocommit)
         except psycopg.OperationalError as exc:
-            where = "the embedded server" if self.embedded else _redact(self.url)
+            where = "the embedded server" if self.embedded else redact(self.url)
             raise DatabaseError(
                 f"cannot connect to {where}: {str(exc).strip().splitlines()[0]}",
                 hint="check PGCITE_DATABASE_URL, or unset it to use the embedded server",
@@ -83,18 +83,18 @@ class Database:
         ).fetchone()
         if row is None:
             raise DatabaseError(
-                f"pgvector is not installed on {_redact(self.url)}",
+                f"pgvector is not installed on {redact(self.url)}",
                 hint="install pgvector >= 0.8 on that server (e.g. the postgresql-18-pgvector "
                 "package), or unset PGCITE_DATABASE_URL to use the embedded server",
             )
         available = row[1] or row[0]
         if _version_tuple(available) < MIN_PGVECTOR:
             raise DatabaseError(
-                f"pgvector {available} on {_redact(self.url)} is too old: pgcite needs >= 0.8",
+                f"pgvector {available} on {redact(self.url)} is too old: pgcite needs >= 0.8",
                 hint="ALTER EXTENSION vector UPDATE after upgrading the pgvector package",
             )
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
     """The URL without its password, for messages."""
     return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)

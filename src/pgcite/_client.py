@@ -5,6 +5,8 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import functools
+import os
+import sys
 import threading
 import time
 import warnings
@@ -737,6 +739,17 @@ def search_arguments(
     return merged_filters, merged_options
 
 
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside pgcite (the caller of search()), however
+    many wrappers (a replica read, the async API) lie between: a fixed number pointed a
+    deprecation warning into pgcite itself once a wrapper was added."""
+    package = os.path.dirname(__file__)
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _legacy_search_arguments(
     filters: Filters | Mapping[str, Any] | None,
     options: SearchOptions | Mapping[str, Any] | None,
@@ -751,7 +764,7 @@ def _legacy_search_arguments(
             f"search({', '.join(f'{k}=' for k in legacy)}) is deprecated: pass "
             "filters={'cutoff': ..., 'corpora': ...} and options=SearchOptions(fusion=..., ...); "
             "the old keywords go in the next release",
-            DeprecationWarning, stacklevel=4)  # the caller of search()
+            DeprecationWarning, stacklevel=_caller_level())
     merged = merge_filters(
         dict(filters) if isinstance(filters, Mapping) else filters,
         legacy.get("cutoff"), legacy.get("corpora"), legacy.get("metadata"))

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pgcite._errors import ConfigError
 from pgcite.retrieve._hits import SearchResult
@@ -112,6 +112,14 @@ class AnswerabilityModel(BaseModel):
     fitted_at: str = ""
     cross_validated: dict[str, Any] = Field(
         default_factory=dict, description="the leave-one-out figures reported when it was fitted")
+
+    @model_validator(mode="after")
+    def _one_value_per_signal(self) -> AnswerabilityModel:
+        # a stored model with a column short would fail at the first answer, far from its cause
+        if not len(self.mean) == len(self.scale) == len(self.weights) == len(self.signals):
+            raise ValueError(f"mean, scale and weights need one value per signal "
+                             f"({len(self.signals)}: {', '.join(self.signals)})")
+        return self
 
     def probability(self, result: SearchResult) -> float | None:
         """P(answerable) for a search result; None when the model cannot score it (another

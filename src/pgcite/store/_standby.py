@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from pgcite.store._server import embedded_server
 
 # Unix socket paths are limited to 107 bytes (sun_path); the socket file is ".s.PGSQL.<port>".
 _SUN_PATH = 107
+_START_ATTEMPTS = 5  # a killed standby's orphans release its shared memory within seconds
 _START_TIMEOUT_S = 60
 
 
@@ -64,11 +66,26 @@ def start_standby(data_dir: Path, port: int) -> Standby:
     if not (pgdata / "PG_VERSION").exists():
         _base_backup(primary, pgdata, user)
     if postmaster_pid(pgdata) is None:
-        (pgdata / "postmaster.pid").unlink(missing_ok=True)  # a killed standby's
-        _run(["pg_ctl", "-D", str(pgdata), "-w", "-t", str(_START_TIMEOUT_S),
-              "-l", str(pgdata / "log"), "-o", f"-h '' -k {pgdata} -p {port}", "start"],
-             user, f"could not start the standby in {pgdata}", log=pgdata / "log")
+        _start(pgdata, port, user)
     return Standby(pgdata, port)
+
+
+def _start(pgdata: Path, port: int, user: str | None) -> None:
+    """``pg_ctl start``, after a killed standby: its lock files name a dead (or zombie, where
+    nothing reaps it) postmaster, and its orphaned backends may hold the shared memory for a
+    moment after (they exit on their own), so a failed start is retried for a few seconds."""
+    for attempt in range(_START_ATTEMPTS):
+        for stale in ("postmaster.pid", f".s.PGSQL.{port}.lock"):
+            (pgdata / stale).unlink(missing_ok=True)
+        try:
+            _run(["pg_ctl", "-D", str(pgdata), "-w", "-t", str(_START_TIMEOUT_S),
+                  "-l", str(pgdata / "log"), "-o", f"-h '' -k {pgdata} -p {port}", "start"],
+                 user, f"could not start the standby in {pgdata}", log=pgdata / "log")
+            return
+        except DatabaseError:
+            if attempt == _START_ATTEMPTS - 1 or postmaster_pid(pgdata) is not None:
+                raise
+            time.sleep(1.0)
 
 
 def stop_standby(standby: Standby, mode: str = "fast") -> None:

@@ -77,3 +77,34 @@ def test_postmaster_kill_recovers_within_10s(own_client: pgcite.Client) -> None:
         # and it stays up: more reads, a fresh connection for readiness
         assert all(api.get("/v1/collections").status_code == 200 for _ in range(5))
         assert api.get("/readyz").status_code == 200
+
+
+def test_async_search_path_recovers_after_a_postmaster_kill(own_client: pgcite.Client,
+                                                            tmp_path: Path) -> None:
+    """The search route runs on the async pool: a dead server must start its restart there
+    too (a 503 now), and the pool must follow the restarted server (a 200 again)."""
+    entry = ('{"id": "d-1", "text": "Up betimes and to the office, where the fire was talked'
+             ' of all morning.", "date": "1666-09-03"}\n')
+    (tmp_path / "entries.jsonl").write_text(entry)
+    own_client.create_collection("supervised").ingest([tmp_path / "entries.jsonl"])
+    app = create_app(client=own_client, config=ServiceConfig(auth=False, warm_up=False))
+    with TestClient(app) as api:
+
+        def search() -> int:
+            return api.post("/v1/collections/supervised/search",
+                            json={"query": "fire at the office"}).status_code
+
+        assert search() == 200
+        old_pid = _postmaster_pid(own_client)
+        os.kill(old_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        _wait_dead(old_pid)
+        statuses: list[int] = []
+        while time.monotonic() - killed < 10.0:
+            statuses.append(search())
+            if statuses[-1] == 200:
+                break
+            assert statuses[-1] == 503, statuses
+            time.sleep(0.1)
+        assert statuses[0] == 503 and statuses[-1] == 200, statuses
+        assert all(search() == 200 for _ in range(3))

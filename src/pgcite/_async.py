@@ -130,12 +130,26 @@ class AsyncClient:
                  workers: int = DEFAULT_WORKERS, owns_client: bool = True) -> None:
         self.sync, self.pool = client, pool
         self.offload = Offloader(workers)
+        self._generation = client.db.generation  # the embedded server's restarts the pool knows
+        self._pool_lock = asyncio.Lock()
         self._owns_client = owns_client
         self._warm: set[tuple[str, bool]] = set()  # views resolved once (models loaded)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """A pooled async connection (autocommit; use ``conn.transaction()`` for more)."""
+        db = self.sync.db
+        # as the sync pool: a dead embedded server is a DatabaseError now (and its restart
+        # begins), not a pool timeout; after a restart the old pool's connections are dead
+        db.check_alive()
+        if self._generation != db.generation:
+            async with self._pool_lock:
+                if self._generation != db.generation:
+                    stale, generation = self.pool, db.generation
+                    self.pool = open_async_pool(db.url, max_size=stale.max_size)
+                    await self.pool.open()
+                    self._generation = generation
+                    await stale.close(timeout=0)
         async with self.pool.connection() as conn:
             yield conn
 

@@ -104,10 +104,18 @@ def _forget_zombie(server: Any) -> None:
         zombie = info.process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return
-    if zombie:  # the data dir's lock file and the socket's (both name the dead pid)
-        (Path(server.pgdata) / "postmaster.pid").unlink(missing_ok=True)
-        if info.socket_dir is not None:
-            (Path(info.socket_dir) / f".s.PGSQL.{info.port}.lock").unlink(missing_ok=True)
+    if zombie:
+        drop_lock_files(Path(server.pgdata),
+                        Path(info.socket_dir) if info.socket_dir is not None else None, info.port)
+
+
+def drop_lock_files(pgdata: Path, socket_dir: Path | None, port: int) -> None:
+    """A dead postmaster's lock files: the data dir's and its socket's. Both name its pid, and
+    PostgreSQL refuses to start while that pid "exists" (as a zombie does). Only for a
+    postmaster known to be dead."""
+    (pgdata / "postmaster.pid").unlink(missing_ok=True)
+    if socket_dir is not None:
+        (socket_dir / f".s.PGSQL.{port}.lock").unlink(missing_ok=True)
 
 
 HANDLE_FILE = ".handle_pids.json"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pgcite._errors import DatabaseError
-from pgcite.store._server import embedded_server
+from pgcite.store._server import drop_lock_files, embedded_server
 
 # Unix socket paths are limited to 107 bytes (sun_path); the socket file is ".s.PGSQL.<port>".
 _SUN_PATH = 107
@@ -75,8 +75,7 @@ def _start(pgdata: Path, port: int, user: str | None) -> None:
     nothing reaps it) postmaster, and its orphaned backends may hold the shared memory for a
     moment after (they exit on their own), so a failed start is retried for a few seconds."""
     for attempt in range(_START_ATTEMPTS):
-        for stale in ("postmaster.pid", f".s.PGSQL.{port}.lock"):
-            (pgdata / stale).unlink(missing_ok=True)
+        drop_lock_files(pgdata, pgdata, port)  # the standby's socket lives in its data dir
         try:
             _run(["pg_ctl", "-D", str(pgdata), "-w", "-t", str(_START_TIMEOUT_S),
                   "-l", str(pgdata / "log"), "-o", f"-h '' -k {pgdata} -p {port}", "start"],

@@ -165,9 +165,6 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
             " bm25_b FROM {s}.snapshots WHERE snapshot_id = %s RETURNING snapshot_id").format(
             s=s), (snap,)).fetchone()
         full = int(row[0])  # type: ignore[index]
-        conn.execute(sql.SQL("INSERT INTO {s}.snapshot_members (snapshot_id, version_pk)"
-                             " SELECT %s, version_pk FROM {s}.snapshot_members"
-                             " WHERE snapshot_id = %s").format(s=s), (full, snap))
         index_snapshot(conn, col.info, full, None, live + added)
     full_s = time.perf_counter() - t0
     with col.client.db.connect(autocommit=True) as conn:

@@ -3,8 +3,8 @@ scale.add_documents: each time the new snapshot's build, the same snapshot from 
 the growth of the keyword index's tables, and both snapshots' keyword top-10 compared on 50
 random queries. Writes bench/results/scale_segments/add_documents.json.
 
-The collection may have been built before migration 0004 dropped snapshot_members' foreign key:
-the same (idempotent) statement is applied first so that it measures the current schema.
+Membership is derived from the segments since migration 0006 (bench/scale_members.py measures
+what that saves).
 
     python bench/scale.py --sizes 100000 --results scale_segments
     python bench/scale_add.py --collection scale_100k
@@ -17,7 +17,6 @@ import json
 
 import numpy as np
 from _common import RESULTS, client
-from psycopg import sql
 from scale import SEED, add_documents, vocabulary
 
 
@@ -30,9 +29,6 @@ def main() -> None:
     centroids = rng.normal(size=(2000, 384)).astype(np.float32)
     with client() as c:
         col = c.collection(args.collection)
-        with c.db.transaction() as conn:
-            conn.execute(sql.SQL("ALTER TABLE {s}.snapshot_members DROP CONSTRAINT IF EXISTS"
-                                 " snapshot_members_version_pk_fkey").format(s=col.info.schema_id))
         runs = [add_documents(col, 300_000 + 1000 * i, vocab, rng, centroids) for i in range(2)]
     out = RESULTS / "scale_segments"
     out.mkdir(parents=True, exist_ok=True)

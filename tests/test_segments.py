@@ -374,6 +374,12 @@ def test_many_ingests_then_optimize_stay_bounded(
 # --- migration 0004 ----------------------------------------------------------------------------
 
 _DOWNGRADE = """
+CREATE TABLE {s}.snapshot_members_t AS SELECT snapshot_id, version_pk FROM {s}.snapshot_members;
+DROP VIEW {s}.snapshot_members;  -- 0006
+ALTER TABLE {s}.snapshot_members_t RENAME TO snapshot_members;
+ALTER TABLE {s}.snapshot_members ADD PRIMARY KEY (snapshot_id, version_pk),
+    ADD FOREIGN KEY (snapshot_id) REFERENCES {s}.snapshots ON DELETE CASCADE;
+CREATE INDEX ON {s}.snapshot_members (version_pk);
 DROP FUNCTION {s}.finish_snapshot(integer);
 DROP FUNCTION {s}.index_segment(integer, float8, float8);
 DROP TABLE {s}.snapshot_deleted_df, {s}.snapshot_segments, {s}.segment_postings,
@@ -433,3 +439,62 @@ def test_random_queries_match_exhaustive_on_many_queries(
             query = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 6))))
             want = exhaustive_bm25(chunks, _lexemes(conn, col, query))
             _assert_same_top(_search_scores(col, query, active, top_k=10), want, top_k=10)
+
+
+# --- membership derived from segments (migration 0006) -----------------------------------------
+
+def _members(conn: psycopg.Connection, col: pgcite.Collection, sid: int) -> list[tuple[str, str]]:
+    """(document_id, content_hash) of a snapshot's members, sorted; duplicates kept."""
+    return [(r[0], r[1]) for r in conn.execute(sql.SQL(
+        "SELECT v.document_id, v.content_hash FROM {s}.snapshot_members m"
+        " JOIN {s}.versions v USING (version_pk) WHERE m.snapshot_id = %s ORDER BY 1, 2").format(
+        s=col.info.schema_id), (sid,))]
+
+
+def test_membership_is_derived_and_costs_what_changed(
+        client: pgcite.Client, grown: tuple[pgcite.Collection, list[int]]) -> None:
+    col, ids = grown
+    s = col.info.schema_id
+    with client.connection() as conn:
+        kind = conn.execute("SELECT relkind FROM pg_class c JOIN pg_namespace n"
+                            " ON n.oid = c.relnamespace WHERE n.nspname = %s"
+                            " AND c.relname = 'snapshot_members'",
+                            (col.info.schema_name,)).fetchone()
+        assert kind == ("v",)  # nothing stored per member
+        docs = [sorted(d for d, _ in _members(conn, col, sid)) for sid in ids]
+        rows = [conn.execute(sql.SQL(
+            "SELECT count(*), sum(cardinality(deleted_versions)) FROM {s}.snapshot_segments"
+            " WHERE snapshot_id = %s").format(s=s), (sid,)).fetchone() for sid in ids]
+    assert docs[0] == sorted(f"d{i}" for i in range(30))
+    assert docs[1] == docs[2] == sorted(f"d{i}" for i in range(55))
+    assert docs[3] == sorted(f"d{i}" for i in range(55) if i not in (11, 44))
+    # one row per segment; the re-ingest drops 4 old versions, the removal 2 more
+    assert rows == [(1, 0), (2, 0), (3, 4), (3, 6)]
+
+
+def test_a_reverted_document_is_a_member_once(client: pgcite.Client, tmp_path: Path) -> None:
+    """Reverting a document brings back its old version (same content, same version_pk), which
+    an older segment holds as deleted: it is live once, in the new segment, also after merges."""
+    rng = random.Random(21)
+    col = client.create_collection("segments_revert")
+    try:
+        original = [_doc(rng, f"r{i}", 1650) for i in range(6)]
+        col.ingest([_write(tmp_path / "a.jsonl", original)])
+        col.ingest([_write(tmp_path / "b.jsonl", [_doc(rng, "r2", 1650)])])
+        col.ingest([_write(tmp_path / "c.jsonl", [original[2]])])  # back to the first text
+        sid = col.active_snapshot().snapshot_id
+        with client.connection() as conn:
+            members = _members(conn, col, sid)
+        assert [d for d, _ in members] == [f"r{i}" for i in range(6)]
+        rng_q = random.Random(3)
+        queries = _queries(rng_q, 6)
+        before = [_search_scores(col, q, sid) for q in queries]
+        with client.db.transaction() as conn:
+            optimize(conn, col.info, sid, full=True)
+        with client.connection() as conn:
+            assert _members(conn, col, sid) == members
+            assert len(snapshot_segments(conn, col.info, sid)) == 1
+        for query, old in zip(queries, before, strict=True):
+            assert _search_scores(col, query, sid) == pytest.approx(old, rel=1e-9)
+    finally:
+        client.drop_collection("segments_revert")

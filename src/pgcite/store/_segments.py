@@ -33,9 +33,9 @@ MAX_DELETED_SHARE = 0.3
 
 def index_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
                    base_id: int | None, version_pks: Sequence[int]) -> None:
-    """Give a new snapshot (members written) its segments and statistics, from ``base_id``'s:
-    its segments are shared, with the chunks of versions it drops marked deleted, and the
-    versions it adds go into one new segment."""
+    """Give a new snapshot its members (``version_pks``), segments and statistics, from
+    ``base_id``'s: its segments are shared, with the versions it drops (and their chunks) marked
+    deleted, and the versions it adds go into one new segment."""
     s = info.schema_id
     added: list[int] = list(version_pks)
     if base_id is not None:
@@ -52,23 +52,32 @@ def index_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: 
     conn.execute(sql.SQL("SELECT {s}.finish_snapshot(%s)").format(s=s), (snapshot_id,))
 
 
-# The base's segments, each with its deleted chunks plus those of the base's versions that the
-# new snapshot does not keep (in whichever of the base's segments holds them).
+# The base's segments, each with its deleted chunks and versions plus those of the base's
+# versions that the new snapshot does not keep (in whichever of the base's segments hold them).
+# Rows written: one per segment, whatever the collection's size.
 _INHERIT_SQL = sql.SQL("""
 WITH dropped AS (
     SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %(base)s
     EXCEPT SELECT unnest(%(pks)s::bigint[])
+), hit AS (
+    SELECT sv.segment_id, array_agg(sv.version_pk) AS pks
+    FROM dropped JOIN {s}.segment_versions sv USING (version_pk)
+    GROUP BY sv.segment_id
 ), dead AS (
     SELECT sv.segment_id, array_agg(c.chunk_pk) AS pks
     FROM dropped JOIN {s}.segment_versions sv USING (version_pk)
     JOIN {s}.chunks c USING (version_pk)
     GROUP BY sv.segment_id
 )
-INSERT INTO {s}.snapshot_segments (snapshot_id, segment_id, deleted)
+INSERT INTO {s}.snapshot_segments (snapshot_id, segment_id, deleted, deleted_versions)
 SELECT %(sid)s, ss.segment_id,
        CASE WHEN d.pks IS NULL THEN ss.deleted
-            ELSE ARRAY(SELECT DISTINCT x FROM unnest(ss.deleted || d.pks) AS x ORDER BY x) END
+            ELSE ARRAY(SELECT DISTINCT x FROM unnest(ss.deleted || d.pks) AS x ORDER BY x) END,
+       CASE WHEN h.pks IS NULL THEN ss.deleted_versions
+            ELSE ARRAY(SELECT DISTINCT x FROM unnest(ss.deleted_versions || h.pks) AS x
+                       ORDER BY x) END
 FROM {s}.snapshot_segments ss LEFT JOIN dead d USING (segment_id)
+LEFT JOIN hit h USING (segment_id)
 WHERE ss.snapshot_id = %(base)s
 """)
 
@@ -173,14 +182,13 @@ def _merge(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
     """Replace these segments of the snapshot by one holding their live versions; returns the
     number of deleted chunks dropped."""
     s = info.schema_id
+    # Live in these segments, by each segment's own deleted versions (a version dropped from one
+    # segment may be live in another: re-added after a revert).
     live = [r[0] for r in conn.execute(sql.SQL(
         "SELECT DISTINCT sv.version_pk FROM {s}.segment_versions sv"
-        " JOIN {s}.snapshot_members m ON m.version_pk = sv.version_pk AND m.snapshot_id = %s"
-        " JOIN {s}.snapshot_segments ss ON ss.segment_id = sv.segment_id"
-        "  AND ss.snapshot_id = m.snapshot_id"
-        " WHERE sv.segment_id = ANY(%s) AND NOT EXISTS (SELECT 1 FROM {s}.chunks c"
-        "  WHERE c.version_pk = sv.version_pk AND c.chunk_pk = ANY(ss.deleted))").format(s=s),
-        (snapshot_id, group))]
+        " JOIN {s}.snapshot_segments ss ON ss.segment_id = sv.segment_id AND ss.snapshot_id = %s"
+        " WHERE sv.segment_id = ANY(%s) AND NOT sv.version_pk = ANY(ss.deleted_versions)"
+        ).format(s=s), (snapshot_id, group))]
     row = conn.execute(sql.SQL(
         "DELETE FROM {s}.snapshot_segments WHERE snapshot_id = %s AND segment_id = ANY(%s)"
         " RETURNING cardinality(deleted)").format(s=s), (snapshot_id, group)).fetchall()

@@ -232,15 +232,10 @@ def build_snapshot(
     ).fetchone()
     assert row is not None
     snapshot_id = int(row[0])
-    conn.execute(
-        sql.SQL(
-            "INSERT INTO {s}.snapshot_members (snapshot_id, version_pk)"
-            " SELECT %s, unnest(%s::bigint[])"
-        ).format(s=info.schema_id),
-        (snapshot_id, pks),
-    )
     base_id = _base_snapshot(conn, info, spec)
-    _check_single_model(conn, info, snapshot_id, spec, base_id)
+    _check_single_model(conn, info, pks, spec, base_id)
+    # Membership is the snapshot's segments minus their deleted versions (migration 0006):
+    # writing it is writing the segments, in proportion to what changed.
     index_snapshot(conn, info, snapshot_id, base_id, pks)
     return snapshot_id
 
@@ -280,17 +275,16 @@ def _identical_snapshot(
 
 
 # The members the base snapshot lacks (all of them without a base): only those can differ.
-_NEW_MEMBERS = sql.SQL("SELECT m.version_pk FROM {s}.snapshot_members m WHERE m.snapshot_id = %(sid)s"
-                " AND NOT EXISTS (SELECT 1 FROM {s}.snapshot_members b"
-                " WHERE b.snapshot_id = %(base)s AND b.version_pk = m.version_pk)")
+_NEW_MEMBERS = sql.SQL("SELECT unnest(%(pks)s::bigint[]) EXCEPT SELECT b.version_pk"
+                       " FROM {s}.snapshot_members b WHERE b.snapshot_id = %(base)s")
 
 
 def _check_single_model(
-    conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int, spec: EmbedderSpec,
+    conn: psycopg.Connection, info: CollectionInfo, pks: list[int], spec: EmbedderSpec,
     base_id: int | None,
 ) -> None:
     new = _NEW_MEMBERS.format(s=info.schema_id)
-    ids = {"sid": snapshot_id, "base": base_id, "model": spec.model_key, "dim": spec.dim}
+    ids = {"pks": pks, "base": base_id, "model": spec.model_key, "dim": spec.dim}
     other = conn.execute(
         sql.SQL(
             "SELECT DISTINCT c.embed_model FROM {s}.chunks c WHERE c.version_pk IN ({new})"
@@ -487,14 +481,13 @@ def collect_garbage(
         conn.execute(sql.SQL("DELETE FROM {s}.snapshots WHERE snapshot_id = ANY(%s)").format(
             s=info.schema_id), (doomed,))
         # Segments no snapshot uses any more (merged away, or only the removed ones'), then
-        # versions that neither a snapshot nor a remaining segment holds.
+        # versions no remaining segment holds (a snapshot's members are its segments' versions).
         segments = conn.execute(sql.SQL(
             "DELETE FROM {s}.segments g WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_segments ss"
             " WHERE ss.segment_id = g.segment_id) RETURNING segment_id").format(s=info.schema_id)
         ).fetchall()
         removed = conn.execute(sql.SQL(
-            "DELETE FROM {s}.versions v WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
-            " WHERE m.version_pk = v.version_pk) AND NOT EXISTS (SELECT 1 FROM"
+            "DELETE FROM {s}.versions v WHERE NOT EXISTS (SELECT 1 FROM"
             " {s}.segment_versions sv WHERE sv.version_pk = v.version_pk) RETURNING n_chunks"
         ).format(s=info.schema_id)).fetchall()
     return GcReport(collection=info.name, snapshots_removed=sorted(doomed),

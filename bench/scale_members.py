@@ -50,6 +50,9 @@ def ensure(c: pgcite.Client, name: str, n: int, vocab: list[str],
         for start in range(0, n, 50_000):
             pks += insert_synthetic(conn, col, start, min(50_000, n - start), vocab, rng,
                                     centroids)
+        for table in ("versions", "chunks"):  # fresh rows: plan the build with statistics
+            conn.execute(sql.SQL("ANALYZE {s}.{t}").format(s=col.info.schema_id,
+                                                            t=sql.Identifier(table)))
         snap = build_snapshot(conn, col.info, pks, spec=col.info.embedder, note="scale members")
         activate_snapshot(conn, col.info, snap)
     with c.db.connect(autocommit=True) as conn:
@@ -116,6 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--label", required=True)
     parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--first-doc", type=int, default=10_000_000,
+                        help="number of the first added document (distinct for each run)")
     args = parser.parse_args()
     vocab = vocabulary()
     rng = np.random.default_rng(SEED + 7)
@@ -124,8 +129,7 @@ def main() -> None:
         t0 = time.perf_counter()
         col = ensure(c, f"members_{args.chunks // 1000}k", args.chunks, vocab, centroids)
         setup_s = time.perf_counter() - t0
-        base = 10_000_000 + (1000 if args.label == "after" else 0)
-        runs = [add_100(col, base + 100 * i, vocab, rng, centroids) for i in range(2)]
+        runs = [add_100(col, args.first_doc + 100 * i, vocab, rng, centroids) for i in range(2)]
         result = {"label": args.label, "under_load": True, "chunks": args.chunks,
                   "setup_s": round(setup_s, 1), "add_100": runs,
                   **filter_latency(col, vocab, rng, centroids)}

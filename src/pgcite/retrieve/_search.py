@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -184,16 +185,54 @@ def run_search(
     explain: bool = False,
     query_vector: np.ndarray | None = None,
 ) -> SearchResult:
-    """Search the given snapshot. ``query_vector`` skips embedding (benchmarks reuse vectors)."""
+    """Search the given snapshot. ``query_vector`` skips embedding (benchmarks reuse vectors).
+    A caller holding a pooled connection embeds first (:func:`embed_search_query`), then calls
+    :func:`run_embedded`: that is what :class:`SearchView` does."""
+    return run_embedded(conn, info, snapshot, query, filters=filters, options=options,
+                        explain=explain,
+                        embedded=embed_search_query(embedder, query, options, query_vector))
+
+
+@dataclass(frozen=True)
+class EmbeddedQuery:
+    """A query ready to run: its vector (None in keyword mode), when the search began and
+    what embedding it took."""
+
+    vector: np.ndarray | None
+    started: float
+    timings: dict[str, float]
+
+
+def embed_search_query(embedder: Embedder | None, query: str, options: SearchOptions,
+                       query_vector: np.ndarray | None = None) -> EmbeddedQuery:
+    """Embed ``query`` (unless keyword mode or ``query_vector`` given), before any connection
+    is taken: embedding is CPU work (seconds on a loaded machine), and a pooled connection held
+    through it is one every other request waits for -- past the pool's wait, a 503 for what
+    was only slowness (bench/replicas.py, 32 clients on 2 cores)."""
     check_query(query)
     timings: dict[str, float] = {}
     started = time.perf_counter()
     if options.mode != "keyword" and query_vector is None:
         if embedder is None:
             raise PgciteError("a vector search needs the snapshot's embedder")
-        t0 = time.perf_counter()
         query_vector = embedder.embed_query(query)
-        timings["embed"] = (time.perf_counter() - t0) * 1000
+        timings["embed"] = (time.perf_counter() - started) * 1000
+    return EmbeddedQuery(query_vector, started, timings)
+
+
+def run_embedded(
+    conn: psycopg.Connection,
+    info: CollectionInfo,
+    snapshot: SnapshotInfo,
+    query: str,
+    *,
+    filters: Filters,
+    options: SearchOptions,
+    embedded: EmbeddedQuery,
+    explain: bool = False,
+) -> SearchResult:
+    """:func:`run_search` of a query embedded already (:func:`embed_search_query`)."""
+    query_vector, started, timings = embedded.vector, embedded.started, dict(embedded.timings)
     statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
                                        query_vector=query_vector, explain=explain)
     t0 = time.perf_counter()

@@ -24,7 +24,7 @@ from pgcite.retrieve._entities import boost_hits, recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult, StageEvent
 from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, staged_search
-from pgcite.retrieve._search import SearchOptions, run_search
+from pgcite.retrieve._search import SearchOptions, embed_search_query, run_embedded
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -165,10 +165,12 @@ class SearchView:
         explain: bool = False,
     ) -> SearchResult:
         """One plain search (no stages) of this view's snapshot."""
-        embedder = self.query_embedder(options, query_vector)
+        # embedded before the connection is taken, never while holding it (embed_search_query)
+        embedded = embed_search_query(self.query_embedder(options, query_vector), query, options,
+                                      query_vector)
         with self.connection() as conn:
-            return run_search(conn, self.info, self.snapshot, embedder, query, filters=filters,
-                              options=options, explain=explain, query_vector=query_vector)
+            return run_embedded(conn, self.info, self.snapshot, query, filters=filters,
+                                options=options, explain=explain, embedded=embedded)
 
     def query_embedder(self, options: SearchOptions,
                        query_vector: np.ndarray | None) -> Embedder | None:

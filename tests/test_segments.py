@@ -374,6 +374,9 @@ def test_many_ingests_then_optimize_stay_bounded(
 # --- migration 0004 ----------------------------------------------------------------------------
 
 _DOWNGRADE = """
+DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0006, after it
+DROP TABLE {s}.segment_blocks;
+DROP FUNCTION {s}.segment_blocks_fill() CASCADE;
 DROP FUNCTION {s}.finish_snapshot(integer);
 DROP FUNCTION {s}.index_segment(integer, float8, float8);
 DROP TABLE {s}.snapshot_deleted_df, {s}.snapshot_segments, {s}.segment_postings,

@@ -73,7 +73,7 @@ RETURNS TABLE (hit_pk bigint, hit_score float8, rounds integer, postings_read bi
 LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
     v_n float8; v_avgdl float8; v_k1 float8; v_b float8;
-    l_seg integer[]; l_term text[]; l_len integer[]; l_idf float8[]; l_bs integer[];
+    l_seg integer[]; l_term text[]; l_len integer[]; l_idf float8[];
     l_depth integer[]; l_rem float8[];
     v_theta float8; v_bound float8; v_round integer := 0; v_read bigint; v_open bigint;
     -- the filter, on a candidate chunk `q` (one lookup per candidate, not per posting)
@@ -91,9 +91,8 @@ BEGIN
     SELECT array_agg(g.segment_id ORDER BY g.segment_id, g.term),
            array_agg(g.term ORDER BY g.segment_id, g.term),
            array_agg(g.postings ORDER BY g.segment_id, g.term),
-           array_agg(t.idf ORDER BY g.segment_id, g.term),
-           array_agg(g.block_size ORDER BY g.segment_id, g.term)
-    INTO l_seg, l_term, l_len, l_idf, l_bs
+           array_agg(t.idf ORDER BY g.segment_id, g.term)
+    INTO l_seg, l_term, l_len, l_idf
     FROM {schema}.snapshot_segments ss
     JOIN {schema}.segment_blocks g USING (segment_id)
     JOIN (SELECT x.term, ln(1 + (v_n - x.df + 0.5) / (x.df + 0.5)) AS idf

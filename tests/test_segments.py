@@ -405,6 +405,9 @@ def test_many_ingests_then_optimize_stay_bounded(
 # --- migration 0004 ----------------------------------------------------------------------------
 
 _DOWNGRADE = """
+DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0007
+DROP TABLE {s}.segment_blocks;
+DROP FUNCTION {s}.segment_blocks_fill() CASCADE;
 CREATE TABLE {s}.snapshot_members_t AS SELECT snapshot_id, version_pk FROM {s}.snapshot_members;
 DROP VIEW {s}.snapshot_members;  -- 0006
 ALTER TABLE {s}.snapshot_members_t RENAME TO snapshot_members;

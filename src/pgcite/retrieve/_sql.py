@@ -16,6 +16,10 @@ plans every query afresh; on SciFact the literals took a top-10 hybrid query fro
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
+
 from psycopg import sql
 
 from pgcite._types import DEFAULT_FUSION, Fusion, Mode
@@ -111,6 +115,44 @@ kw_mass AS (
 _ALL_POSTINGS = "unnest(p.chunk_pks, p.tfs, p.lengths)"
 _TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}], p.tfs[1:{term_depth}],"
                  " p.lengths[1:{term_depth}])")
+# The pruned exact leg (migration 0007, keyword_top): the same top-k and scores as _KEYWORD's
+# exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
+# itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold
+# and its top-k, so a filtered leg is exact and full too. The idf per lexeme comes from the list
+# lengths segment_blocks keeps, so no postings array is read for it (the evidence needs it).
+_KEYWORD_PRUNED = """
+kw_terms AS (
+    SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
+    FROM unnest(to_tsvector({cfg}::regconfig, %(ranking_text)s))
+), kw_stats AS (
+    SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl
+    FROM {s}.snapshots WHERE snapshot_id = %(snapshot_id)s
+), kw_idf AS MATERIALIZED (
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
+    FROM (SELECT b.term, (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
+          FROM {s}.snapshot_segments ss JOIN {s}.segment_blocks b USING (segment_id)
+          CROSS JOIN kw_terms
+          LEFT JOIN {s}.snapshot_deleted_df d
+            ON d.snapshot_id = %(snapshot_id)s AND d.term = b.term
+          WHERE ss.snapshot_id = %(snapshot_id)s AND b.term = ANY(kw_terms.terms)
+          GROUP BY b.term) t CROSS JOIN kw_stats st
+    WHERE t.df > 0
+), kw_top AS (
+    SELECT t.hit_pk AS chunk_pk, t.hit_score AS score
+    FROM kw_terms,
+         {s}.keyword_top(%(snapshot_id)s, kw_terms.terms, {fetch}, {exhaustive}, %(kw_filter)s) t
+), kw AS (
+    SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
+           {norm_score} AS norm
+    FROM kw_top
+)"""
+# Whether the exact keyword leg prunes by default (SearchOptions.pruning); decided by
+# bench/segments_keyword.py (docs/retrieval.md, "Pruned keyword leg").
+DEFAULT_PRUNING = False
+# keyword_top reads lists whose lengths sum to at most this whole, in one round: below it,
+# bounds and completion cost more than the postings they would skip.
+PRUNING_EXHAUSTIVE_BELOW = 4096
+
 # Filters need the chunk row; without them, the postings alone rank (half the work).
 _KEYWORD_JOIN = "JOIN {s}.chunks c USING (chunk_pk) WHERE {filters} {constraint}"
 
@@ -196,6 +238,7 @@ def build_search_sql(
     fetch: int,
     limit: int | None,
     term_depth: int | None = None,
+    pruning: bool = False,
     evidence: bool = True,
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
@@ -203,7 +246,9 @@ def build_search_sql(
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
     ``term_depth`` counts only each term's N best postings per segment (None: exact BM25), and
-    only in an unfiltered leg (a filtered one is always exact).
+    only in an unfiltered leg (a filtered one is always exact). ``pruning``: the exact leg scores
+    by keyword_top (same top-k, fewer postings read), filtered or not; it needs the parameter
+    ``kw_filter`` (:func:`inline_filter`). term_depth, where it applies, wins over it.
     ``evidence=False`` leaves the answerability signals out (NULL), to measure their cost.
     """
     counts = {name: sql.Literal(_count(name, value))
@@ -219,12 +264,18 @@ def build_search_sql(
             join = sql.SQL(_KEYWORD_JOIN).format(s=schema, filters=filters,
                                                  constraint=constraint_sql)
             term_depth = None
-        ctes.append(sql.SQL(_KEYWORD).format(
-            s=schema, cfg=sql.Literal(ts_config), join=join,
-            fetch=counts["fetch"],
-            postings=(sql.SQL(_ALL_POSTINGS) if term_depth is None
-                      else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
-            norm_score=sql.SQL(_NORM.format(x="score"))))
+        if pruning and term_depth is None:
+            ctes.append(sql.SQL(_KEYWORD_PRUNED).format(
+                s=schema, cfg=sql.Literal(ts_config), fetch=counts["fetch"],
+                exhaustive=sql.Literal(PRUNING_EXHAUSTIVE_BELOW),
+                norm_score=sql.SQL(_NORM.format(x="score"))))
+        else:
+            ctes.append(sql.SQL(_KEYWORD).format(
+                s=schema, cfg=sql.Literal(ts_config), join=join,
+                fetch=counts["fetch"],
+                postings=(sql.SQL(_ALL_POSTINGS) if term_depth is None
+                          else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
+                norm_score=sql.SQL(_NORM.format(x="score"))))
         ctes.append(sql.SQL(_EVIDENCE if evidence else _EMPTY_EVIDENCE).format(
             s=schema, cfg=sql.Literal(ts_config)))
     else:
@@ -250,3 +301,25 @@ def _count(name: str, value: int | None) -> int | None:
     if value is not None and (type(value) is not int or value < 1):
         raise ValueError(f"{name} must be a positive int or None, not {value!r}")
     return value
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def inline_filter(filters: sql.Composable, params: Mapping[str, Any], *,
+                  filtered: bool, constraint: str | None, ts_config: str) -> str | None:
+    """The keyword leg's filters (and quoted constraint) as one SQL expression over ``c`` with
+    its values as quoted literals, for keyword_top to run; None when nothing filters.
+
+    keyword_top runs it with the caller's own rights (it is not SECURITY DEFINER), and every
+    value in it is a literal psycopg quoted, as when it is bound."""
+    parts: list[sql.Composable] = []
+    if filtered:
+        parts.append(filters)
+    if constraint is not None:
+        parts.append(sql.SQL("c.tsv @@ websearch_to_tsquery({cfg}::regconfig, {q})").format(
+            cfg=sql.Literal(ts_config), q=sql.Literal(constraint)))
+    if not parts:
+        return None
+    text = sql.SQL(" AND ").join(parts).as_string(None)
+    return _PLACEHOLDER.sub(lambda m: sql.Literal(params[m[1]]).as_string(None), text)

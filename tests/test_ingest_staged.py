@@ -350,3 +350,36 @@ def test_a_gated_collection_builds_through_the_gate(
         assert len(col.snapshots()) == 2 and col.staged().versions == 0
     finally:
         client.drop_collection(col.name)
+
+
+def test_builds_while_a_worker_stages(client: pgcite.Client, tmp_path: Path) -> None:
+    """A build takes what is committed when it runs; what a worker commits meanwhile waits for
+    the next build. Builds and the worker never deadlock, and nothing is lost or doubled."""
+    rng = random.Random(25)
+    files = _files(tmp_path, "c", 6, 2, rng)
+    col = client.create_collection("staged_during_build")
+    try:
+        worker = _api_worker(client.db.url, col.name, files, pause=0.3)
+        built: list[int] = []
+        while worker.poll() is None:
+            try:
+                report = col.build_staged()
+            except pgcite.PgciteError as exc:
+                assert "nothing is staged" in exc.message
+                time.sleep(0.1)
+                continue
+            assert report.snapshot_id is not None and report.activated
+            built.append(report.snapshot_id)
+        _finish(worker)
+        if col.staged().versions:
+            built.append(col.build_staged().snapshot_id or -1)
+        assert len(built) >= 2  # at least one build ran while the worker was staging
+        assert [s.snapshot_id for s in col.snapshots()] == built
+        assert _live_ids(col) == _ids(files)
+        with client.connection() as conn:
+            versions = conn.execute(sql.SQL("SELECT count(*) FROM {s}.versions").format(
+                s=col.info.schema_id)).fetchone()
+        assert versions == (12,)
+        _no_half_versions(col)
+    finally:
+        client.drop_collection(col.name)

@@ -405,6 +405,7 @@ def test_many_ingests_then_optimize_stay_bounded(
 # --- migration 0004 ----------------------------------------------------------------------------
 
 _DOWNGRADE = """
+DROP TABLE {s}.staged;  -- 0008
 DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0007
 DROP TABLE {s}.segment_blocks;
 DROP FUNCTION {s}.segment_blocks_fill() CASCADE;

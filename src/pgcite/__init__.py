@@ -45,6 +45,7 @@ from pgcite.store._documents import DocumentInfo, DocumentsRemoved
 from pgcite.store._replicas import Replica
 from pgcite.store._segments import OptimizeReport
 from pgcite.store._snapshots import SnapshotInfo
+from pgcite.store._staged import StagedBuild, StagedSummary
 
 __version__ = version("pgcite")  # pyproject.toml is the one place the version is written
 
@@ -105,6 +106,8 @@ __all__ = [
     "StageEvent",
     "StageModels",
     "StageTimeouts",
+    "StagedBuild",
+    "StagedSummary",
     "Stages",
     "TraceEvent",
     "Unit",

@@ -78,6 +78,7 @@ from pgcite.store._snapshots import (
     list_snapshots,
     lock_activations,
 )
+from pgcite.store._staged import StagedBuild, StagedSummary, build_staged, staged_summary
 
 R = TypeVar("R", SearchResult, Answer)
 
@@ -443,27 +444,56 @@ class Collection:
         activate: bool = True,
         progress: bool = False,
         aliases: str | Path | None = None,
+        stage: bool = False,
     ) -> IngestReport:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
         inactive and activated only if it passes the gate (``report.gate`` says how it went).
         ``catalogue`` (a sidecar CSV/JSONL) and ``dates_from_names`` are further date sources
         (docs/ingest.md, "Dates"). ``aliases`` is a YAML/CSV list of entity names and their
-        other spellings that the collection keeps (docs/ingest.md, "Entities")."""
+        other spellings that the collection keeps (docs/ingest.md, "Entities").
+
+        ``stage``: store the documents, batch by batch, for a later :meth:`build_staged`
+        instead of building a snapshot (``report.staged``; ``activate`` does not apply): many
+        processes can stage into one collection at once (docs/snapshots.md, "Parallel ingest")."""
         with self.client.connection() as conn:
             current = get_collection(conn, self.name).settings
-        gated = activate and current.golden is not None
+        gated = activate and not stage and current.golden is not None
         report = ingest(
             self.client.db, self.name, [Path(p) for p in paths], mapping=mapping,
             overrides=overrides, catalogue=Path(catalogue) if catalogue is not None else None,
             dates_from_names=dates_from_names, corpus_version=corpus_version, replace=replace,
             activate=activate and not gated, progress=progress, settings=self.client.settings,
             chat=self.client.llm() if current.contextual == "llm" else None,
-            aliases=Path(aliases) if aliases is not None else None,
+            aliases=Path(aliases) if aliases is not None else None, stage=stage,
         )
         if gated and report.snapshot_id is not None:
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)
         return report
+
+    def staged(self) -> StagedSummary:
+        """What staged ingests stored that no build has taken yet (invisible to search)."""
+        with self.client.connection() as conn:
+            return staged_summary(conn, self.info)
+
+    def build_staged(self, *, activate: bool = True,
+                     corpus_version: str | None = None) -> StagedBuild:
+        """ONE snapshot of the active one plus every staged version (per document the one
+        staged last), taking over the staging workers' segments, in one transaction. It goes
+        live as an ingest's would: through the gate when the collection has a golden set
+        (``report.gate``), not at all with ``activate=False``. Raises ``PgciteError`` if
+        nothing is staged; ``report.snapshot_id`` is None if what is staged is live already."""
+        started = time.monotonic()
+        with self.client.connection() as conn:
+            info = get_collection(conn, self.name)
+        gated = activate and info.settings.golden is not None
+        with self.client.db.transaction() as conn:
+            report = build_staged(conn, info, spec=info.embedder, activate=activate and not gated,
+                                  corpus_version=corpus_version)
+        if gated and report.snapshot_id is not None:
+            report = gate_ingest(self, report)
+        self.client.active_pointers().invalidate(self.name)
+        return report.model_copy(update={"seconds": round(time.monotonic() - started, 3)})
 
     def documents(self, *, snapshot_id: int | None = None, limit: int | None = None,
                   offset: int = 0) -> list[DocumentInfo]:

@@ -35,7 +35,10 @@ def print_report(report: IngestReport) -> None:
         console.print(f"{report.entities} entity mentions ({report.entity_model})"
                       + (f", {report.aliases} aliases" if report.aliases else ""),
                       highlight=False)
-    if report.snapshot_id is not None:
+    if report.staged:
+        console.print(f"{report.staged} versions staged, no snapshot built: pgcite snapshot "
+                      f"build {report.collection} --staged", highlight=False)
+    elif report.snapshot_id is not None:
         state = "active" if report.activated else "built, not active"
         console.print(f"snapshot {report.snapshot_id} ({state})")
         if report.gate is not None:
@@ -76,6 +79,10 @@ def ingest_command(
         help="The new snapshot holds only these documents (default: add to / update the "
         "live ones).")] = False,
     activate: Annotated[bool, typer.Option(help="Make the new snapshot live.")] = True,
+    stage_only: Annotated[bool, typer.Option(
+        "--stage-only", help="Store the documents (committed batch by batch, invisible to "
+        "search) without building a snapshot; many processes may stage at once. Then ONE "
+        "`pgcite snapshot build COLLECTION --staged` makes a snapshot of all of it.")] = False,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
     aliases: Annotated[Path | None, typer.Option(
         help="Entity alias list (.yaml: canonical name -> [other spellings]; .csv: rows "
@@ -100,6 +107,11 @@ def ingest_command(
     embedding cache. Exits 1 if any file failed. With a golden set configured (`pgcite
     collection set --golden`) the snapshot goes live only if it passes the activation gate;
     exits 1 if the gate refused it (it stays built, inactive).
+
+    Parallel ingest: run `pgcite ingest COLLECTION PATH... --stage-only` in as many processes
+    (or machines) as you like, then `pgcite snapshot build COLLECTION --staged --activate`
+    once (docs/snapshots.md, "Parallel ingest"). A killed stager loses only the batch in
+    flight; re-running it stores nothing twice.
     """
     from pgcite._client import Client
     from pgcite.ingest._loaders import FieldMapping, Overrides
@@ -112,7 +124,7 @@ def ingest_command(
                 overrides=Overrides(corpus=corpus, author=author, date=date),
                 catalogue=catalogue, dates_from_names=dates_from_names,
                 corpus_version=corpus_version, replace=replace, activate=activate,
-                progress=progress and not json_out, aliases=aliases,
+                progress=progress and not json_out, aliases=aliases, stage=stage_only,
             )
     if json_out:
         emit_json(report)

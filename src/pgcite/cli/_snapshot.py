@@ -51,15 +51,27 @@ def build(
     map_: Annotated[list[str] | None, typer.Option(
         "--map", help="JSONL field mapping FIELD=KEY (as for `pgcite ingest`).")] = None,
     corpus_version: Annotated[str | None, typer.Option(help="Label for the snapshot.")] = None,
+    staged: Annotated[bool, typer.Option(
+        "--staged", help="No PATH: one snapshot of the active one plus everything "
+        "`pgcite ingest --stage-only` stored (per document the version staged last). "
+        "An error if nothing is staged.")] = False,
+    activate: Annotated[bool, typer.Option(
+        "--activate", help="With --staged: make the snapshot live (through the gate when the "
+        "collection has a golden set; exits 1 if it refuses).")] = False,
     progress: ProgressOpt = True,
     json_out: bool = JsonOption,
 ) -> None:
     """Build a new, INACTIVE snapshot (the live one keeps serving).
 
     Resumable: a killed build re-run embeds nothing twice and makes no duplicate snapshot.
+    With --staged it builds what staging workers stored (docs/snapshots.md, "Parallel ingest").
     """
     from pgcite.cli._ingest import print_report
 
+    if staged or activate:
+        _build_staged(collection, paths or [], staged, activate, replace, embedder,
+                      corpus_version, json_out)
+        return
     with user_errors(), client() as c:
         c.collection(collection)  # a clear error for an unknown name, before loading models
         report = _build(c, collection, paths or [], replace, embedder, corpus, author, map_,
@@ -71,6 +83,38 @@ def build(
         if report.snapshot_id is not None:
             console.print(f"next: pgcite snapshot activate {collection} {report.snapshot_id}")
     if report.failed:
+        raise typer.Exit(1)
+
+
+def _build_staged(collection: str, paths: list[Path], staged: bool, activate: bool,
+                  replace: bool, embedder: str | None, corpus_version: str | None,
+                  json_out: bool) -> None:
+    if not staged:
+        raise fail("--activate goes with --staged (`pgcite ingest` builds and activates)")
+    if paths or replace or embedder is not None:
+        raise fail("--staged builds what is staged: no PATH, --replace or --embedder")
+    with user_errors(), client() as c:
+        report = c.collection(collection).build_staged(activate=activate,
+                                                       corpus_version=corpus_version)
+    if json_out:
+        emit_json(report)
+    else:
+        console.print(
+            f"[bold]{report.collection}[/]: {report.staged} staged versions of "
+            f"{report.documents} documents ({report.superseded} superseded by a later one, "
+            f"{report.unchanged} live already), {report.segments} staged segments, "
+            f"{report.seconds:.1f} s", highlight=False)
+        if report.snapshot_id is None:
+            console.print("nothing changed: no new snapshot")
+        else:
+            state = "active" if report.activated else "built, not active"
+            console.print(f"snapshot {report.snapshot_id} ({state})")
+            if report.gate is not None:
+                console.print(f"gate {report.gate}", highlight=False)
+            elif not report.activated:
+                console.print(f"next: pgcite snapshot activate {collection} "
+                              f"{report.snapshot_id}")
+    if (report.gate or "").startswith("refused"):
         raise typer.Exit(1)
 
 

@@ -6,6 +6,10 @@ snapshot, its BM25 postings and the active pointer — is written in ONE transac
 A run killed at any moment leaves the collection exactly as it was; re-running resumes from the
 cache (and a snapshot committed but not yet activated is found again, not duplicated).
 
+A staged ingest (``stage=True``) builds no snapshot: it commits versions, chunks and a segment
+per batch of documents, for one later build of everything staged (store._staged), so many
+processes can feed one collection at once; a kill loses only the batch in flight.
+
 Activation here is unconditional; the gate (a collection with a golden set) is applied by the
 caller -- ``Collection.ingest`` builds inactive, evaluates, and activates only if it passes.
 """
@@ -65,8 +69,10 @@ from pgcite.store._snapshots import (
     lock_versions,
     member_versions,
 )
+from pgcite.store._staged import stage_versions
 
 CHUNKER_VERSION = "1"
+STAGE_BATCH = 256  # documents per staging transaction: what a killed worker can lose at most
 
 
 class Failure(BaseModel):
@@ -104,6 +110,7 @@ class IngestReport(BaseModel):
     ocr_pages: int = 0  # pages read by OCR (images, PDF pages without a text layer)
     low_confidence: list[LowConfidencePage] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # e.g. catalogue rows naming no file
+    staged: int = 0  # versions staged for a later build (stage=True): no snapshot is made
     snapshot_id: int | None = None
     activated: bool = False
     gate: str | None = None  # the activation gate's outcome, when the collection has one
@@ -250,8 +257,11 @@ def ingest(
     embedder_id: str | None = None,
     chat: ChatModel | None = None,
     aliases: Path | None = None,
+    stage: bool = False,
+    stage_batch: int = STAGE_BATCH,
 ) -> IngestReport:
-    """Ingest ``paths`` into a new snapshot of ``collection``.
+    """Ingest ``paths`` into a new snapshot of ``collection``, or with ``stage`` only store them
+    for a later build (:func:`_stage`).
 
     By default the new snapshot is the active one plus these documents (a changed document
     replaces its old version); with ``replace`` it holds only these documents. If nothing would
@@ -264,6 +274,9 @@ def ingest(
     names and their other spellings, kept by the collection (docs/ingest.md, "Entities").
     """
     started = time.monotonic()
+    if stage and (replace or embedder_id is not None):
+        raise ConfigError("a staged ingest adds to the active snapshot with the collection's "
+                          "model: --replace and --embedder need a plain ingest or build")
     settings = settings or Settings()
     with db.connect() as conn:
         info = get_collection(conn, collection)
@@ -287,6 +300,13 @@ def ingest(
 
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)
+    if stage:
+        existing_by_doc = {doc_id: pk for (doc_id, _), pk in existing.items()}
+        _stage(db, info, embedder, fresh, existing_by_doc, hashes, spec, report, settings,
+               corpus_version=corpus_version, chat=chat, progress=progress,
+               user_aliases=user_aliases, batch=stage_batch)
+        report.seconds = round(time.monotonic() - started, 3)
+        return report
     chunked, vectors = _chunk_and_embed(db, embedder, fresh, info, spec, report, settings,
                                         chat=chat, progress=progress)
 
@@ -295,23 +315,9 @@ def ingest(
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")
         lock_versions(conn, info, existing.values())  # gc may have run since find_versions
-        new_pks: dict[str, int] = {}
-        offset = 0
-        for doc, chunks in chunked:
-            new_pks[doc.document_id] = insert_version(
-                conn, info, document_id=doc.document_id, content_hash=hashes[doc.document_id],
-                source=doc.source, chunks=chunks, vectors=vectors[offset: offset + len(chunks)],
-                spec=spec, corpus_version=corpus_version,
-            )
-            insert_chunk_entities(
-                conn, info, new_pks[doc.document_id],
-                {c.ordinal: m for c, m in zip(chunks, mentions[offset: offset + len(chunks)],
-                                              strict=True) if m},
-                report.entity_model)
-            offset += len(chunks)
+        new_pks = _store_versions(conn, info, chunked, vectors, mentions, hashes, spec,
+                                  corpus_version, report)
         _store_aliases(conn, info, user_aliases, bool(new_pks), report)
-        report.new_versions = len(new_pks)
-        report.chunks_added = offset
         wanted = {**{doc_id: pk for (doc_id, _), pk in existing.items()}, **new_pks}
         if activate:
             lock_activations(conn, info)  # build on what is active when this one commits
@@ -330,6 +336,73 @@ def ingest(
             report.activated = True
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def _store_versions(
+    conn: psycopg.Connection, info: CollectionInfo,
+    chunked: list[tuple[Document, list[ChunkDraft]]], vectors: Vectors,
+    mentions: list[list[Mention]], hashes: dict[str, str], spec: EmbedderSpec,
+    corpus_version: str | None, report: IngestReport,
+) -> dict[str, int]:
+    """Store the chunked documents as versions (with their chunks, vectors and entities) in the
+    caller's transaction; returns document_id -> version_pk and counts them in ``report``."""
+    new_pks: dict[str, int] = {}
+    offset = 0
+    for doc, chunks in chunked:
+        new_pks[doc.document_id] = insert_version(
+            conn, info, document_id=doc.document_id, content_hash=hashes[doc.document_id],
+            source=doc.source, chunks=chunks, vectors=vectors[offset: offset + len(chunks)],
+            spec=spec, corpus_version=corpus_version,
+        )
+        insert_chunk_entities(
+            conn, info, new_pks[doc.document_id],
+            {c.ordinal: m for c, m in zip(chunks, mentions[offset: offset + len(chunks)],
+                                          strict=True) if m},
+            report.entity_model)
+        offset += len(chunks)
+    report.new_versions += len(new_pks)
+    report.chunks_added += offset
+    return new_pks
+
+
+# Counters of a staging batch's report that add up into the run's.
+_BATCH_COUNTS = ("embedded", "cached", "skipped", "situated", "situate_fallbacks", "entities",
+                 "new_versions", "chunks_added", "staged")
+
+
+def _stage(
+    db: Database, info: CollectionInfo, embedder: Embedder | None, fresh: list[Document],
+    existing: dict[str, int], hashes: dict[str, str], spec: EmbedderSpec, report: IngestReport,
+    settings: Settings, *, corpus_version: str | None, chat: ChatModel | None, progress: bool,
+    user_aliases: dict[str, str], batch: int,
+) -> None:
+    """Store the documents for a later build (store._staged), ``batch`` at a time, each batch in
+    its own transaction: its versions, chunks, vectors and a segment with their postings. No
+    snapshot is made, so nothing here is visible to search, and no lock other workers wait on
+    long is taken. Versions stored already (unchanged documents, or a killed run's committed
+    batches) are staged again without being stored twice; a kill loses the batch in flight."""
+    with db.transaction() as conn:
+        if user_aliases:
+            save_user_aliases(conn, info, user_aliases)
+            report.aliases = len(user_aliases)
+        if existing:
+            stage_versions(conn, info, existing, written=())
+            report.staged += len(existing)
+    for start in range(0, len(fresh), max(1, batch)):
+        part = IngestReport(collection=info.name)
+        group = fresh[start: start + batch]
+        chunked, vectors = _chunk_and_embed(db, embedder, group, info, spec, part, settings,
+                                            chat=chat, progress=progress)
+        mentions = _recognise(info, chunked, part, progress)
+        with db.transaction() as conn:
+            conn.execute("SET LOCAL synchronous_commit = on")
+            written = _store_versions(conn, info, chunked, vectors, mentions, hashes, spec,
+                                      corpus_version, part)
+            stage_versions(conn, info, written, written=list(written.values()))
+            part.staged = len(written)
+        for name in _BATCH_COUNTS:
+            setattr(report, name, getattr(report, name) + getattr(part, name))
+        report.entity_model = part.entity_model or report.entity_model
 
 
 def _recognise(info: CollectionInfo, chunked: list[tuple[Document, list[ChunkDraft]]],

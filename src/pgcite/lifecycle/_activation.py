@@ -41,6 +41,7 @@ from pgcite.store._snapshots import (
     store_evaluation,
     unused_vector_indexes,
 )
+from pgcite.store._staged import StagedBuild
 
 
 class LifecycleClient(Protocol):
@@ -68,8 +69,9 @@ class Collection(Protocol):
     def view(self, snapshot_id: int | None = None, *, embedder: bool = True) -> SearchView: ...
 
 
-# What built an inactive snapshot for the gate: an ingest, or a deletion of documents.
-BuildReport = TypeVar("BuildReport", IngestReport, DocumentsRemoved)
+# What built an inactive snapshot for the gate: an ingest, a deletion of documents, or a build
+# of staged versions.
+BuildReport = TypeVar("BuildReport", IngestReport, DocumentsRemoved, StagedBuild)
 
 
 class ActivationResult(BaseModel):

@@ -32,10 +32,13 @@ MAX_DELETED_SHARE = 0.3
 
 
 def index_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
-                   base_id: int | None, version_pks: Sequence[int]) -> None:
+                   base_id: int | None, version_pks: Sequence[int],
+                   staged_segments: Sequence[int] = ()) -> None:
     """Give a new snapshot its members (``version_pks``), segments and statistics, from
     ``base_id``'s: its segments are shared, with the versions it drops (and their chunks) marked
-    deleted, and the versions it adds go into one new segment."""
+    deleted, and the versions it adds go into one new segment. ``staged_segments``: segments
+    staging workers wrote already (store._staged); those of the added versions they index are
+    taken over as they are, and only the rest is indexed anew."""
     s = info.schema_id
     added: list[int] = list(version_pks)
     if base_id is not None:
@@ -45,6 +48,11 @@ def index_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: 
             "SELECT unnest(%(pks)s::bigint[]) EXCEPT SELECT version_pk FROM {s}.snapshot_members"
             " WHERE snapshot_id = %(base)s").format(s=s),
             {"pks": list(version_pks), "base": base_id})]
+    if added and staged_segments:
+        adopted = conn.execute(_ADOPT_SQL.format(s=s), {
+            "sid": snapshot_id, "segs": sorted(set(staged_segments)), "added": added}).fetchall()
+        covered = {pk for (pks,) in adopted for pk in pks}
+        added = [pk for pk in added if pk not in covered]
     if added:
         segment_id = new_segment(conn, info, added)
         conn.execute(sql.SQL("INSERT INTO {s}.snapshot_segments (snapshot_id, segment_id)"
@@ -79,6 +87,36 @@ SELECT %(sid)s, ss.segment_id,
 FROM {s}.snapshot_segments ss LEFT JOIN dead d USING (segment_id)
 LEFT JOIN hit h USING (segment_id)
 WHERE ss.snapshot_id = %(base)s
+""")
+
+
+# Staged segments of the new snapshot: each added version is live in exactly one of them (the
+# lowest-numbered that indexes it: two workers may have stored the same version at once), and a
+# segment's other versions (superseded by a later-staged version of their document, or live
+# elsewhere) are deleted in it, chunks and all, as a base segment's dropped versions are. A
+# segment with no live version is left out. Returns each adopted segment's live versions.
+_ADOPT_SQL = sql.SQL("""
+WITH cand AS (
+    SELECT sv.segment_id, sv.version_pk FROM {s}.segment_versions sv
+    WHERE sv.segment_id = ANY(%(segs)s::integer[]) AND NOT EXISTS (
+        SELECT 1 FROM {s}.snapshot_segments ss  -- one the base holds already stays as it is
+        WHERE ss.snapshot_id = %(sid)s AND ss.segment_id = sv.segment_id)
+), owner AS (
+    SELECT version_pk, min(segment_id) AS segment_id FROM cand
+    WHERE version_pk = ANY(%(added)s::bigint[]) GROUP BY version_pk
+), dead AS (
+    SELECT c.segment_id, c.version_pk FROM cand c
+    WHERE NOT EXISTS (SELECT 1 FROM owner o
+                      WHERE o.version_pk = c.version_pk AND o.segment_id = c.segment_id)
+)
+INSERT INTO {s}.snapshot_segments AS t (snapshot_id, segment_id, deleted, deleted_versions)
+SELECT %(sid)s, g.segment_id,
+       ARRAY(SELECT ch.chunk_pk FROM dead d JOIN {s}.chunks ch USING (version_pk)
+             WHERE d.segment_id = g.segment_id ORDER BY ch.chunk_pk),
+       ARRAY(SELECT d.version_pk FROM dead d WHERE d.segment_id = g.segment_id
+             ORDER BY d.version_pk)
+FROM (SELECT DISTINCT segment_id FROM owner) g
+RETURNING (SELECT array_agg(o.version_pk) FROM owner o WHERE o.segment_id = t.segment_id)
 """)
 
 

@@ -212,13 +212,15 @@ def build_snapshot(
     spec: EmbedderSpec,
     corpus_version: str | None = None,
     note: str | None = None,
+    segments: Sequence[int] = (),
 ) -> int:
     """Create a ready snapshot over these versions, with its BM25 index and statistics.
 
     If a ready snapshot with exactly these versions, model and corpus version exists already, its
     id is returned instead: a build resumed after a crash (or run twice) makes no duplicate.
     The keyword index starts from the active snapshot's (or the newest ready one's, same model):
-    only the versions it lacks are indexed, so the cost is what changed."""
+    only the versions it lacks are indexed, so the cost is what changed. ``segments``: staged
+    segments that index some of those versions already (store._staged); they are taken over."""
     pks = sorted(set(version_pks))
     same = _identical_snapshot(conn, info, pks, spec, corpus_version)
     if same is not None:
@@ -236,7 +238,7 @@ def build_snapshot(
     _check_single_model(conn, info, pks, spec, base_id)
     # Membership is the snapshot's segments minus their deleted versions (migration 0006):
     # writing it is writing the segments, in proportion to what changed.
-    index_snapshot(conn, info, snapshot_id, base_id, pks)
+    index_snapshot(conn, info, snapshot_id, base_id, pks, segments)
     return snapshot_id
 
 
@@ -493,13 +495,17 @@ def collect_garbage(
             s=info.schema_id), (doomed,))
         # Segments no snapshot uses any more (merged away, or only the removed ones'), then
         # versions no remaining segment holds (a snapshot's members are its segments' versions).
+        # Staged versions and their segments wait for a build (store._staged): both are kept.
         segments = conn.execute(sql.SQL(
             "DELETE FROM {s}.segments g WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_segments ss"
-            " WHERE ss.segment_id = g.segment_id) RETURNING segment_id").format(s=info.schema_id)
+            " WHERE ss.segment_id = g.segment_id) AND NOT EXISTS (SELECT 1 FROM {s}.staged st"
+            " WHERE st.segment_id = g.segment_id) RETURNING segment_id").format(s=info.schema_id)
         ).fetchall()
         removed = conn.execute(sql.SQL(
             "DELETE FROM {s}.versions v WHERE NOT EXISTS (SELECT 1 FROM"
-            " {s}.segment_versions sv WHERE sv.version_pk = v.version_pk) RETURNING n_chunks"
+            " {s}.segment_versions sv WHERE sv.version_pk = v.version_pk) AND NOT EXISTS"
+            " (SELECT 1 FROM {s}.staged st WHERE st.version_pk = v.version_pk)"
+            " RETURNING n_chunks"
         ).format(s=info.schema_id)).fetchall()
     return GcReport(collection=info.name, snapshots_removed=sorted(doomed),
                     versions_removed=len(removed), chunks_removed=sum(r[0] for r in removed),

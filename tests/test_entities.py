@@ -97,6 +97,21 @@ def test_query_candidates_are_word_runs_longest_first() -> None:
     assert "house" in query_candidates("where is the house")
 
 
+def test_query_candidates_are_whole_names_not_pieces_of_longer_ones() -> None:
+    # a piece inside a longer name names someone else ("King Charles" in the diary is Charles I)
+    keys = query_candidates("What did Pepys see at the coronation of King Charles II?")
+    assert "king charles ii" in keys and "charles ii" in keys and "king charles" not in keys
+    # what follows "of" is a modifier of the name before it, not the name asked about
+    fire = query_candidates("What did he see during the Great Fire of London in 1666?")
+    assert "great fire of london" in fire and "london" not in fire
+    # a tail after titles or offices is still the name; "and" joins two names, not one
+    assert "bludworth" in query_candidates("What did Pepys say about Lord Mayor Bludworth?")
+    both = query_candidates("When did the Dutch raid the Medway and Chatham?")
+    assert {"dutch", "medway", "chatham"} <= set(both) and "medway and chatham" not in both
+    assert "duke of york" in query_candidates("Where did Pepys meet the Duke of York?")
+    assert "siege of rhodes" in query_candidates("What of Davenant's The Siege of Rhodes?")
+
+
 def test_a_filter_naming_only_a_title_is_a_filter_error(diary: pgcite.Collection) -> None:
     with pytest.raises(FilterError, match="names no entity"):
         diary.search("dinner", filters={"entity": "Sir"})

@@ -172,7 +172,9 @@ def whowhere(col: pgcite.Collection) -> dict[str, Any]:
                               {"filters": {**filters, "entity": q["near"]},
                                "stages": {"entity_boost": 0}}),
                              ("search top 10 (entity boost 0.5, every question)",
-                              {"stages": {"entity_boost": 0.5}})):
+                              {"stages": {"entity_boost": 0.5}}),
+                             ("search top 10 (entity boost 1, every question)",
+                              {"stages": {"entity_boost": 1.0}})):
             started = time.perf_counter()
             result = col.search(q["question"], top_k=10,
                                 filters=kwargs.get("filters", filters),

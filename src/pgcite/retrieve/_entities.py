@@ -178,15 +178,34 @@ def _tails(phrase: list[str]) -> list[list[str]]:
                      or (start and phrase[start - 1] in _CONNECTORS))]
 
 
+# Index-driven: each candidate's entity, every stored key that means it (itself and its
+# aliases, as the entity filter reads them), their chunks through the key index, and only then
+# the snapshot and the filters -- never every visible passage's entities (that grew with the
+# collection: ~50 ms on 1,781 passages).
 _RECOGNISE = """
-WITH {visible}, total AS (SELECT count(*) AS n FROM visible),
-candidates AS (
+WITH candidates AS (
     SELECT q.key, q.ord, {canonical} AS entity
     FROM unnest(%(candidates)s::text[]) WITH ORDINALITY AS q(key, ord)
+), spellings AS (
+    SELECT k.key, k.ord, k.entity, s.stored
+    FROM candidates k CROSS JOIN LATERAL (
+        SELECT k.entity AS stored
+        UNION SELECT a.alias FROM {s}.entity_aliases a WHERE a.canonical = k.entity) s
 )
-SELECT k.key, k.entity, count(DISTINCT m.chunk_pk) AS chunks, (SELECT n FROM total) AS total
-FROM candidates k JOIN mentions m ON m.entity = k.entity
+SELECT k.key, k.entity, count(DISTINCT c.chunk_pk) AS chunks
+FROM spellings k
+JOIN {s}.chunk_entities ce ON ce.key = k.stored
+JOIN {s}.chunks c ON c.chunk_pk = ce.chunk_pk
+WHERE c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
+                       WHERE snapshot_id = %(snapshot_id)s)
+  AND {filters}
 GROUP BY k.key, k.entity, k.ord ORDER BY k.ord
+"""
+_VISIBLE_COUNT = """
+SELECT count(*) FROM {s}.chunks c
+WHERE c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
+                       WHERE snapshot_id = %(snapshot_id)s)
+  AND {filters}
 """
 
 
@@ -198,15 +217,19 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
     candidates = query_candidates(query)
     if not candidates:
         return []
-    visible, compiled = _visible(info, snapshot, filters)
+    compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
+    params = {**compiled.params, "snapshot_id": snapshot.snapshot_id, "candidates": candidates}
     statement = sql.SQL(_RECOGNISE).format(
-        visible=visible, canonical=canonical_sql(info.schema_id, sql.SQL("q.key")))
-    rows = conn.execute(statement, {**compiled.params, "snapshot_id": snapshot.snapshot_id,
-                                    "candidates": candidates}).fetchall()
+        s=info.schema_id, filters=compiled.sql(),
+        canonical=canonical_sql(info.schema_id, sql.SQL("q.key")))
+    rows = conn.execute(statement, params).fetchall()
+    if not rows:
+        return []
+    total = _visible_count(conn, info, snapshot, compiled)
     found: list[QueryEntity] = []
     used: set[str] = set()
     authors = _author_keys(conn, info, snapshot)
-    for key, entity, chunks, total in rows:
+    for key, entity, chunks in rows:
         words = set(key.split())
         if entity in authors or key in authors:
             continue  # the documents' own author ("Pepys" in his diary) tells no passage apart
@@ -217,6 +240,16 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
         found.append(QueryEntity(key=entity, text=key, chunks=chunks,
                                  idf=math.log(1 + (total - chunks + 0.5) / (chunks + 0.5))))
     return found
+
+
+def _visible_count(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+                   compiled: CompiledFilter) -> int:
+    """How many passages the request may see: the snapshot's count when nothing filters."""
+    if not compiled.clauses and snapshot.n_chunks is not None:
+        return snapshot.n_chunks
+    row = conn.execute(sql.SQL(_VISIBLE_COUNT).format(s=info.schema_id, filters=compiled.sql()),
+                       {**compiled.params, "snapshot_id": snapshot.snapshot_id}).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _author_keys(conn: psycopg.Connection, info: CollectionInfo,

@@ -15,7 +15,8 @@ from psycopg import sql
 import pgcite
 from pgcite._errors import ConfigError, FilterError
 from pgcite.ingest._entities import PIPELINES, recognizer_for
-from pgcite.retrieve._entities import query_candidates
+from pgcite.retrieve._entities import query_candidates, recognise
+from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._pipeline import ROUTE_ENTITY_BOOST, Stages, entity_boost_for
 from pgcite.retrieve._route import entity_question
 from pgcite.store._collections import CollectionSettings
@@ -251,6 +252,22 @@ def test_entity_boost_reorders_within_the_filters(navy: pgcite.Collection) -> No
     default = navy.search("lute evening")
     assert [(h.id, round(h.score, 6)) for h in plain.hits] == [
         (h.id, round(h.score, 6)) for h in default.hits]
+
+
+@needs_model
+def test_query_entities_count_only_the_passages_the_filters_allow(
+        navy: pgcite.Collection) -> None:
+    view = navy.view()
+    question = "Who was at Chatham with Sir W. Penn?"
+    with navy.client.connection() as conn:
+        cut = recognise(conn, view.info, view.snapshot, question, Filters(cutoff=CUTOFF))
+        every = recognise(conn, view.info, view.snapshot, question, Filters())
+        other = recognise(conn, view.info, view.snapshot, question, Filters(corpora=["Z"]))
+    # Pen, William Penn (before the cutoff) and W. Penn (1667) are one entity; only 1667
+    # names Chatham
+    assert {e.key: e.chunks for e in cut} == {"william penn": 2}
+    assert {e.key: e.chunks for e in every} == {"william penn": 3, "chatham": 1}
+    assert other == []
 
 
 @needs_model

@@ -380,6 +380,27 @@ def test_cli_entities_near_with_cutoff(navy: pgcite.Collection, settings: pgcite
     assert "Traceback" not in bad.output
 
 
+@needs_model
+def test_cli_entity_boost_flag(navy: pgcite.Collection, settings: pgcite.Settings,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    base = ["search", navy.name, "Who was with Sir W. Batten?", "--cutoff", CUTOFF, "--json"]
+    for flags, boosted in (([], True), (["--entity-boost", "0"], False),
+                           (["--entity-boost", "auto"], True)):
+        result = CliRunner().invoke(app, [*base, *flags])
+        assert result.exit_code == 0, result.output
+        body = json.loads(result.output)
+        assert ("entities" in {e["stage"] for e in body["stages"]}) is boosted
+        assert not _docs(h["id"] for h in body["hits"]) & AFTER_CUTOFF
+    bad = CliRunner().invoke(app, [*base, "--entity-boost", "sometimes"])
+    assert bad.exit_code != 0 and "neither auto nor a number" in bad.output
+
+
 @pytest.fixture(scope="module")
 def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
     from fastapi.testclient import TestClient

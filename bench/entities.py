@@ -1,10 +1,13 @@
 """Entities on the Pepys diary, side by side in one run:
 
-1. The Pepys golden set (fact, keyword, paraphrase, cutoff, absent) per query kind: today's
-   default search against the same search with the entity boost after fusion (several weights).
+1. The Pepys golden set (fact, keyword, paraphrase, cutoff, absent) per query kind: the search
+   without the entity boost (the default before the router applied it), the router's default
+   (entity boost "auto": entity questions only) and the boost on every question (several
+   weights).
 2. A judged who/where set (bench/entities/whowhere.jsonl, judgments checked with grep): the
    entity path (`near`, ranked entities with citations) against reading the default search's top
-   10 passages, the entity filter and the boost: how many of the expected people/places each
+   10 passages (without the boost, with the router's default), the entity filter and the boost
+   on every question: how many of the expected people/places each
    surfaces, whether each entity's citations really mention the anchor, and cutoff violations on
    every path (search, filter, boost, near, graph).
 
@@ -31,9 +34,12 @@ from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl, 
 import pgcite
 from pgcite.evaluate import Searcher, evaluate, load_golden
 from pgcite.evaluate._collection import collection_searcher, embed_queries, run_metadata
+from pgcite.retrieve._route import entity_question
 
 DEPTH = 100
 WEIGHTS = (0.25, 0.5, 1.0)
+NO_BOOST = "no entity boost (default before)"
+AUTO = "router default (entity boost auto)"
 ALIASES = ROOT / "entities" / "pepys_aliases.yaml"
 WHOWHERE = ROOT / "entities" / "whowhere.jsonl"
 SUBSET_HEAD = 600  # the subset: the diary's first entries plus every entry the golden set judges
@@ -57,21 +63,48 @@ def golden_side_by_side(col: pgcite.Collection, golden_path: Path) -> dict[str, 
     view = col.view()
     vectors, _ = embed_queries(view, golden)
     configs: dict[str, Searcher] = {
-        "default (convex + router)": collection_searcher(view, mode="hybrid", depth=DEPTH,
-                                                         vectors=vectors)}
+        NO_BOOST: collection_searcher(view, mode="hybrid", depth=DEPTH, vectors=vectors,
+                                      stages={"entity_boost": 0}),
+        AUTO: collection_searcher(view, mode="hybrid", depth=DEPTH, vectors=vectors,
+                                  stages={"entity_boost": "auto"})}
     for weight in WEIGHTS:
-        configs[f"entity boost {weight:g}"] = collection_searcher(
+        configs[f"entity boost {weight:g}, every question"] = collection_searcher(
             view, mode="hybrid", depth=DEPTH, vectors=vectors,
             stages={"entity_boost": weight})
     result = evaluate(golden, configs, k=10, progress=sys.stderr.isatty(),
                       metadata=run_metadata(view, {"benchmark": "pepys-entities",
                                                    "depth": DEPTH}))
     write(result, "entities/golden")
-    out: dict[str, Any] = {}
+    fact = _per_query(view, golden, result, "fact")
+    out: dict[str, Any] = {"entity questions": {
+        kind: f"{sum(entity_question(q.text) is not None for q in golden.queries if q.kind == kind)}"
+              f"/{sum(q.kind == kind for q in golden.queries)}"
+        for kind in sorted({q.kind for q in golden.queries})}}
     summary = json.loads((RESULTS / "entities" / "golden" / "summary.json").read_text())
     for name, config in summary["configurations"].items():
         out[name] = {"overall": config.get("overall", {}), "by_kind": config.get("by_kind", {})}
+    out["fact questions"] = fact
     return out
+
+
+def _per_query(view: Any, golden: Any, result: Any, kind: str) -> list[dict[str, Any]]:
+    """Each question of ``kind``: the entities recognised in it and its nDCG@10 per
+    configuration (why a kind moves)."""
+    from pgcite.retrieve._entities import recognise
+    from pgcite.retrieve._filters import Filters
+
+    rows = []
+    with view.connection() as conn:
+        for q in golden.queries:
+            if q.kind != kind:
+                continue
+            found = recognise(conn, view.info, view.snapshot, q.text, Filters(cutoff=q.cutoff))
+            rows.append({"id": q.id, "query": q.text,
+                         "entities": [f"{e.text} ({e.chunks})" for e in found],
+                         "ndcg@10": {name: next(r.metrics.get("ndcg@10") for r in c.queries
+                                                if r.id == q.id)
+                                     for name, c in result.configurations.items()}})
+    return rows
 
 
 def _dates(col: pgcite.Collection, ids: set[str]) -> dict[str, tuple[dt.date | None, str]]:
@@ -132,11 +165,16 @@ def whowhere(col: pgcite.Collection) -> dict[str, Any]:
         violations["graph"] = violations.get("graph", 0) + _violations(
             col, {c for e in graph.edges for c in e.citations}, cutoff)
         # reading the top 10 passages of a search: default, entity filter, entity boost
-        for path, kwargs in (("search top 10 (default)", {}),
-                             ("search top 10 (entity filter)",
-                              {"filters": {**filters, "entity": q["near"]}}),
-                             ("search top 10 (entity boost 0.5)",
-                              {"stages": {"entity_boost": 0.5}})):
+        for path, kwargs in (("search top 10 (no entity boost)",
+                              {"stages": {"entity_boost": 0}}),
+                             ("search top 10 (router default: entity boost auto)", {}),
+                             ("search top 10 (entity filter, no boost)",
+                              {"filters": {**filters, "entity": q["near"]},
+                               "stages": {"entity_boost": 0}}),
+                             ("search top 10 (entity boost 0.5, every question)",
+                              {"stages": {"entity_boost": 0.5}}),
+                             ("search top 10 (entity boost 1, every question)",
+                              {"stages": {"entity_boost": 1.0}})):
             started = time.perf_counter()
             result = col.search(q["question"], top_k=10,
                                 filters=kwargs.get("filters", filters),
@@ -159,16 +197,30 @@ def markdown(report: dict[str, Any]) -> str:
     lines = ["# Entities on the Pepys diary", "",
              f"Collection `{report['collection']}` ({report['corpus']}); machine shared by "
              "several jobs: timings are indicative only.", "",
-             "## Golden set, nDCG@10 per query kind (default vs entity boost)", ""]
-    golden = report["golden"]
+             "## Golden set, nDCG@10 per query kind (without the boost, the router's default, "
+             "the boost on every question)", "",
+             "The router's default boosts only entity questions (asks who/where, or routed "
+             "keyword-heavy); per kind, the golden questions it counts as such: "
+             + ", ".join(f"{k} {v}" for k, v in report["golden"]["entity questions"].items())
+             + ".", ""]
+    golden = {k: v for k, v in report["golden"].items()
+              if k not in ("entity questions", "fact questions")}
     kinds = sorted({k for c in golden.values() for k in c["by_kind"]})
     lines += ["| configuration | overall | " + " | ".join(kinds) + " |",
               "|---|---|" + "---|" * len(kinds)]
-    for name, config in golden.items():
+    for i, (name, config) in enumerate(golden.items()):
         cells = [f"{config['by_kind'].get(k, {}).get('ndcg@10', float('nan')):.3f}"
                  for k in kinds]
-        lines.append(f"| {name} | {config['overall'].get('ndcg@10', float('nan')):.3f} | "
+        lines.append(f"| ({i + 1}) {name} | {config['overall'].get('ndcg@10', float('nan')):.3f} | "
                      + " | ".join(cells) + " |")
+    names = list(golden)
+    lines += ["", "Fact questions one by one: the entities recognised (passages that mention "
+              "them), nDCG@10 per configuration in the order above.", "",
+              "| question | entities | " + " | ".join(f"({i + 1})" for i in range(len(names)))
+              + " |", "|---|---|" + "---|" * len(names)]
+    for row in report["golden"]["fact questions"]:
+        lines.append(f"| {row['id']} {row['query']} | {', '.join(row['entities']) or '-'} | "
+                     + " | ".join(f"{row['ndcg@10'][n]:.2f}" for n in names) + " |")
     ww = report["whowhere"]
     lines += ["", f"## Who/where set ({ww['questions']} judged questions)", "",
               "recall: share of the expected people/places surfaced (in the ranked entities, "

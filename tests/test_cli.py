@@ -92,7 +92,9 @@ def test_search_defaults_per_collection(cli_env: None, client: pgcite.Client) ->
     for hit in [*result.hits, *result.dropped]:  # the collection's RRF with 2:1 weights
         parts = [(2.0, hit.keyword_rank), (1.0, hit.vector_rank)]
         assert hit.score == pytest.approx(sum(w / (60 + r) for w, r in parts if r))
-    routed = col.search("the plague in London", explain=True)  # a few bare terms: keyword-heavy
+    # a few bare terms: keyword-heavy (the entity boost, which would multiply the fused
+    # scores of passages naming London, off)
+    routed = col.search("the plague in London", explain=True, stages={"entity_boost": 0})
     assert routed.stages[0].detail.startswith("keyword")
     for hit in [*routed.hits, *routed.dropped]:  # the route tilts 2:1 by 0.8:0.2
         parts = [(2.0 * 0.8, hit.keyword_rank), (1.0 * 0.2, hit.vector_rank)]

@@ -15,7 +15,10 @@ from psycopg import sql
 import pgcite
 from pgcite._errors import ConfigError, FilterError
 from pgcite.ingest._entities import PIPELINES, recognizer_for
-from pgcite.retrieve._entities import query_candidates
+from pgcite.retrieve._entities import query_candidates, recognise
+from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._pipeline import ROUTE_ENTITY_BOOST, Stages, entity_boost_for
+from pgcite.retrieve._route import entity_question
 from pgcite.store._collections import CollectionSettings
 from pgcite.store._entities import alias_keys, entity_key, read_alias_file
 
@@ -95,6 +98,51 @@ def test_query_candidates_are_word_runs_longest_first() -> None:
     # in a query with capitals, a name starts and ends with one: "house" is no candidate
     assert "house" not in query_candidates("Where is the house of Sir W. Batten?")
     assert "house" in query_candidates("where is the house")
+
+
+def test_query_candidates_are_whole_names_not_pieces_of_longer_ones() -> None:
+    # a piece inside a longer name names someone else ("King Charles" in the diary is Charles I)
+    keys = query_candidates("What did Pepys see at the coronation of King Charles II?")
+    assert "king charles ii" in keys and "charles ii" in keys and "king charles" not in keys
+    # what follows "of" is a modifier of the name before it, not the name asked about
+    fire = query_candidates("What did he see during the Great Fire of London in 1666?")
+    assert "great fire of london" in fire and "london" not in fire
+    # a tail after titles or offices is still the name; "and" joins two names, not one
+    assert "bludworth" in query_candidates("What did Pepys say about Lord Mayor Bludworth?")
+    both = query_candidates("When did the Dutch raid the Medway and Chatham?")
+    assert {"dutch", "medway", "chatham"} <= set(both) and "medway and chatham" not in both
+    assert "duke of york" in query_candidates("Where did Pepys meet the Duke of York?")
+    assert "siege of rhodes" in query_candidates("What of Davenant's The Siege of Rhodes?")
+
+
+@pytest.mark.parametrize(("question", "why"), [
+    ("Who was with Sir W. Batten?", "asks who"),
+    ("where did he dine with Creed", "asks where"),
+    ("What did Pepys think of Hudibras?", "keyword route"),
+    ("Polichinello puppet show", "keyword route"),
+    ("What happened when the Dutch came up to Chatham and the office was in great trouble?",
+     None),
+    ("How did the diarist keep his most precious things safe while the city burned?", None),
+])
+def test_entity_questions_are_who_where_or_keyword_routed(question: str,
+                                                          why: str | None) -> None:
+    got = entity_question(question)
+    assert (got is None) if why is None else (got is not None and got.startswith(why))
+
+
+def test_auto_entity_boost_is_the_routers_and_a_number_applies_everywhere() -> None:
+    who, fact = "Who was with Sir W. Batten?", "What happened when the Dutch came to Chatham?"
+    fact = fact.replace("?", " and the office was in great trouble?")
+    assert Stages().entity_boost == "auto"
+    assert entity_boost_for(Stages(), who) == (ROUTE_ENTITY_BOOST, "asks who")
+    assert entity_boost_for(Stages(), fact) == (0.0, None)
+    assert entity_boost_for(Stages(route=False), who) == (0.0, None)  # no router, no auto
+    assert entity_boost_for(Stages(entity_boost=0.25), fact) == (0.25, None)
+    assert entity_boost_for(Stages().merged({"entity_boost": 0}), who) == (0.0, None)
+    with pytest.raises(ConfigError):
+        Stages().merged({"entity_boost": "always"})
+    with pytest.raises(ConfigError):
+        Stages().merged({"entity_boost": -1})
 
 
 def test_a_filter_naming_only_a_title_is_a_filter_error(diary: pgcite.Collection) -> None:
@@ -206,6 +254,84 @@ def test_entity_boost_reorders_within_the_filters(navy: pgcite.Collection) -> No
         (h.id, round(h.score, 6)) for h in default.hits]
 
 
+@needs_model
+def test_query_entities_count_only_the_passages_the_filters_allow(
+        navy: pgcite.Collection) -> None:
+    view = navy.view()
+    question = "Who was at Chatham with Sir W. Penn?"
+    with navy.client.connection() as conn:
+        cut = recognise(conn, view.info, view.snapshot, question, Filters(cutoff=CUTOFF))
+        every = recognise(conn, view.info, view.snapshot, question, Filters())
+        other = recognise(conn, view.info, view.snapshot, question, Filters(corpora=["Z"]))
+    # Pen, William Penn (before the cutoff) and W. Penn (1667) are one entity; only 1667
+    # names Chatham
+    assert {e.key: e.chunks for e in cut} == {"william penn": 2}
+    assert {e.key: e.chunks for e in every} == {"william penn": 3, "chatham": 1}
+    assert other == []
+
+
+@needs_model
+def test_the_router_boosts_entity_questions_by_default_within_the_filters(
+        navy: pgcite.Collection) -> None:
+    who = "Who was with Sir W. Batten?"
+    result = navy.search(who, top_k=5, filters={"cutoff": CUTOFF})
+    event = next(e for e in result.stages if e.stage == "entities")
+    assert event.outcome == "applied" and event.detail.startswith("router (asks who)")
+    assert "w batten" in event.detail
+    assert result.hits and not {h.document_id for h in result.hits} & AFTER_CUTOFF
+    # the fused score of each passage naming him, times 1 + ROUTE_ENTITY_BOOST (one entity)
+    plain = navy.search(who, top_k=50, filters={"cutoff": CUTOFF}, stages={"entity_boost": 0})
+    base = {h.id: h.score for h in plain.hits}
+    assert {h.id for h in plain.hits} & {h.id for h in result.hits}
+    for hit in result.hits:
+        factor = 1 + ROUTE_ENTITY_BOOST if "Batten" in hit.body else 1.0
+        assert hit.score == pytest.approx(base[hit.id] * factor)
+    assert {h.document_id for h in result.hits[:2]} == {"e-1660", "e-1665"}
+
+
+@needs_model
+def test_the_router_leaves_other_questions_and_unknown_names_alone(
+        navy: pgcite.Collection) -> None:
+    def same(a: pgcite.SearchResult, b: pgcite.SearchResult) -> bool:
+        return [(h.id, round(h.score, 6)) for h in a.hits] == [
+            (h.id, round(h.score, 6)) for h in b.hits]
+
+    fact = "What happened when the Dutch came up to Chatham and the office was in great trouble?"
+    routed = navy.search(fact, top_k=5)
+    assert "entities" not in {e.stage for e in routed.stages}
+    assert same(routed, navy.search(fact, top_k=5, stages={"entity_boost": 0}))
+    # it names entities the passages know: a boost set by hand does apply
+    forced = navy.search(fact, top_k=5, stages={"entity_boost": 0.5})
+    assert next(e for e in forced.stages if e.stage == "entities").outcome == "applied"
+    # an entity question naming nobody known: no boost and no trace (nothing was asked for)
+    lute = navy.search("Who played the lute?", top_k=5)
+    assert "entities" not in {e.stage for e in lute.stages}
+    assert same(lute, navy.search("Who played the lute?", top_k=5, stages={"entity_boost": 0}))
+    off = navy.search("Who was with Sir W. Batten?", stages={"route": False})
+    assert "entities" not in {e.stage for e in off.stages}
+
+
+@needs_model
+def test_async_search_gives_the_routers_entity_boost_and_holds_the_cutoff(
+        client: pgcite.Client, navy: pgcite.Collection) -> None:
+    import asyncio
+
+    question = "Who came to Deptford with Sir W. Penn?"
+
+    async def main() -> pgcite.SearchResult:
+        async with await pgcite.connect_async(client.db.url) as aclient:
+            col = await aclient.collection(navy.name)
+            return await col.search(question, top_k=5, filters={"cutoff": CUTOFF})
+
+    got = asyncio.run(main())
+    want = navy.search(question, top_k=5, filters={"cutoff": CUTOFF})
+    assert [(h.id, h.score) for h in got.hits] == [(h.id, h.score) for h in want.hits]
+    assert [(e.stage, e.outcome) for e in got.stages] == [(e.stage, e.outcome)
+                                                           for e in want.stages]
+    assert ("entities", "applied") in {(e.stage, e.outcome) for e in got.stages}
+    assert got.hits and not {h.document_id for h in got.hits} & AFTER_CUTOFF
+
+
 def test_a_language_without_a_pipeline_records_no_model(
         client: pgcite.Client, tmp_path: Path) -> None:
     path = tmp_path / "fi.jsonl"
@@ -254,6 +380,27 @@ def test_cli_entities_near_with_cutoff(navy: pgcite.Collection, settings: pgcite
     assert "Traceback" not in bad.output
 
 
+@needs_model
+def test_cli_entity_boost_flag(navy: pgcite.Collection, settings: pgcite.Settings,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    base = ["search", navy.name, "Who was with Sir W. Batten?", "--cutoff", CUTOFF, "--json"]
+    for flags, boosted in (([], True), (["--entity-boost", "0"], False),
+                           (["--entity-boost", "auto"], True)):
+        result = CliRunner().invoke(app, [*base, *flags])
+        assert result.exit_code == 0, result.output
+        body = json.loads(result.output)
+        assert ("entities" in {e["stage"] for e in body["stages"]}) is boosted
+        assert not _docs(h["id"] for h in body["hits"]) & AFTER_CUTOFF
+    bad = CliRunner().invoke(app, [*base, "--entity-boost", "sometimes"])
+    assert bad.exit_code != 0 and "neither auto nor a number" in bad.output
+
+
 @pytest.fixture(scope="module")
 def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
     from fastapi.testclient import TestClient
@@ -282,6 +429,17 @@ def test_http_entities_and_entity_filter(api: object) -> None:
         "filters": {"entity": ["Sir W. Penn"]}})
     assert search.status_code == 200, search.text
     assert _docs(h["id"] for h in search.json()["hits"]) == {"e-1660", "e-1661"}
+    # the router's entity boost by default, off when a request says so; never past the cutoff
+    for stages, boosted in (({}, True), ({"entity_boost": 0}, False),
+                            ({"entity_boost": 0.5}, True)):
+        who = api.post("/v1/collections/entities_navy/search", json={
+            "query": "Who was with Sir W. Batten?", "top_k": 5, "cutoff": CUTOFF,
+            "stages": stages})
+        assert who.status_code == 200, who.text
+        assert ("entities" in {e["stage"] for e in who.json()["stages"]}) is boosted
+        assert not _docs(h["id"] for h in who.json()["hits"]) & AFTER_CUTOFF
+    assert api.post("/v1/collections/entities_navy/search", json={
+        "query": "x", "stages": {"entity_boost": "always"}}).status_code == 422
     bad = api.post("/v1/collections/entities_navy/search", json={
         "query": "x", "filters": {"entity": ["Sir"]}})
     assert bad.status_code == 400 and "names no entity" in bad.text

@@ -350,8 +350,10 @@ def test_the_route_decides_on_hyde(with_models: Any) -> None:
     chat = FakeChat("In the evening I dug a pit in the garden and put my cheese in it.")
     col = with_models(llm=chat)
     keyword = col.search("Parmazan", stages={"route": True, "hyde": True})
+    # asked for, overruled, and said so; the keyword route also gets the entity boost
+    # (Parmazan is a name the fixture's passages know)
     assert chat.calls == [] and [(e.stage, e.outcome) for e in keyword.stages] == [
-        ("route", "applied"), ("hyde", "skipped")]  # asked for, overruled, and said so
+        ("route", "applied"), ("hyde", "skipped"), ("entities", "applied")]
     assert "router chose the keyword route" in keyword.stages[1].detail
     long_question = "How did the diarist keep his most precious things safe while the city burned?"
     routed = col.search(long_question, stages={"route": True, "route_llm": True})

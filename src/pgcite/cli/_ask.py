@@ -24,6 +24,7 @@ from pgcite.cli._search import warn_undated
 from pgcite.cli._stages import (
     BoostOpt,
     DecomposeOpt,
+    EntityBoostOpt,
     HydeOpt,
     RerankDepthOpt,
     RerankOpt,
@@ -122,6 +123,7 @@ def ask_command(
     rerank: RerankOpt = None,
     rerank_depth: RerankDepthOpt = None,
     boost: BoostOpt = None,
+    entity_boost: EntityBoostOpt = None,
     grade: Annotated[bool, typer.Option(
         help="Self-RAG: an LLM grades each passage; irrelevant ones are dropped.",
         rich_help_panel="Self-correcting")] = False,
@@ -165,7 +167,7 @@ def ask_command(
                 top_k=top_k, mode=parse_mode(mode), filters=filters, generator=gen,
                 token_budget=token_budget, threshold=threshold, persona=persona,
                 stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
-                                 route_llm),
+                                 route_llm, entity_boost),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
                 judge=judge, snapshot_id=snapshot)

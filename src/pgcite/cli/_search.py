@@ -24,6 +24,7 @@ from pgcite.cli._common import (
 from pgcite.cli._stages import (
     BoostOpt,
     DecomposeOpt,
+    EntityBoostOpt,
     HydeOpt,
     RerankDepthOpt,
     RerankOpt,
@@ -120,6 +121,7 @@ def search_command(
     rerank: RerankOpt = None,
     rerank_depth: RerankDepthOpt = None,
     boost: BoostOpt = None,
+    entity_boost: EntityBoostOpt = None,
     snapshot: SnapshotOpt = None,
     json_out: bool = JsonOption,
 ) -> None:
@@ -133,7 +135,7 @@ def search_command(
         col = client.collection(collection)
         filters = cli_filters(col, corpus, cutoff, filter_, snapshot, entity)
         stages = stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
-                                 route_llm)
+                                 route_llm, entity_boost)
         options = SearchOptions(ordering=ordering, fusion=parse_fusion(fusion) if fusion else None)
         result = col.search(query, top_k=top_k, mode=parse_mode(mode), filters=filters,
                             options=options, explain=explain, stages=stages,

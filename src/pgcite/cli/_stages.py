@@ -19,7 +19,8 @@ _MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL
 RouteOpt = Annotated[bool | None, typer.Option(
     "--route/--no-route", help="Heuristic router (on by default): names/ids → keyword-heavy, "
     "multi-concept → decompose, long questions without names → vector-heavy (HyDE with "
-    "--route-llm).", rich_help_panel="Quality stages")]
+    "--route-llm); who/where and keyword-heavy questions get the entity boost (see "
+    "--entity-boost).", rich_help_panel="Quality stages")]
 RouteLlmOpt = Annotated[bool | None, typer.Option(
     "--route-llm/--no-route-llm", help="Let the router ask the LLM when unsure and run HyDE "
     "on the hyde route (needs PGCITE_LLM).", rich_help_panel="Quality stages")]
@@ -39,11 +40,17 @@ BoostOpt = Annotated[list[str] | None, typer.Option(
     "--boost", help="FIELD=VALUE:MULTIPLIER on fused scores, e.g. corpus=A:1.5 (repeatable).",
     rich_help_panel="Quality stages")]
 
+EntityBoostOpt = Annotated[str | None, typer.Option(
+    "--entity-boost", help="Fused scores of passages naming the query's entities times 1 + "
+    "WEIGHT x their idf share: auto (the default: 0.5 on who/where and keyword-heavy "
+    "questions, with the router), a number for every question, 0 off. Needs entities stored "
+    "at ingest.", rich_help_panel="Quality stages")]
+
 
 def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | None,
                     rerank: bool | None, rerank_depth: int | None,
-                    boost: list[str] | None, route_llm: bool | None = None
-                    ) -> dict[str, Any] | None:
+                    boost: list[str] | None, route_llm: bool | None = None,
+                    entity_boost: str | None = None) -> dict[str, Any] | None:
     """The request's stage overrides from the flags given (None when none was given)."""
     from pgcite.retrieve._boost import parse_boost
 
@@ -52,7 +59,21 @@ def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | Non
     overrides: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     if boost:
         overrides["boosts"] = [parse_boost(spec).model_dump() for spec in boost]
+    if entity_boost is not None:
+        overrides["entity_boost"] = _entity_boost(entity_boost)
     return overrides or None
+
+
+def _entity_boost(text: str) -> str | float:
+    from pgcite._errors import ConfigError
+
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"--entity-boost {text!r} is neither auto nor a number",
+                          hint="e.g. --entity-boost 0 (off) or --entity-boost 0.5") from None
 
 
 def print_stage_events(events: Sequence[StageEvent]) -> None:

@@ -30,6 +30,7 @@ from pgcite.retrieve._pipeline import (
     StageRun,
     Stages,
     combine_retrievals,
+    entity_boost_for,
     finish_calls_model,
     finish_stages,
     plan_calls_model,
@@ -84,9 +85,9 @@ class AsyncSearchView:
         filters = filters or Filters()
         given = options
         requested, options, plan = self.view.plan(options, stages)
-        if plan.entity_boost > 0:
+        if entity_boost_for(plan, query)[0] > 0:
             # the boost reads entity rows around the fused search: the sync view's one
-            # implementation, off the loop (the boost is opt-in, so this is the rare path)
+            # implementation, off the loop (by default only entity questions take this path)
             return await self.offload(lambda: self.view.search(
                 query, filters=filters, options=given, stages=stages,
                 query_vector=query_vector, explain=explain))

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +30,13 @@ from pgcite.retrieve._decompose import split_heuristic, split_with_llm
 from pgcite.retrieve._hits import Hit, SearchResult, StageEvent
 from pgcite.retrieve._hyde import hyde_vector
 from pgcite.retrieve._rerank import Reranker, RerankError, rerank_hits
-from pgcite.retrieve._route import ROUTES, Route, heuristic_route, route_with_llm
+from pgcite.retrieve._route import (
+    ROUTES,
+    Route,
+    entity_question,
+    heuristic_route,
+    route_with_llm,
+)
 
 log = logging.getLogger("pgcite.stages")
 RRF_K = 60
@@ -38,6 +44,10 @@ RRF_K = 60
 # the vector leg, which is what HyDE would have changed.
 KEYWORD_HEAVY = (0.8, 0.2)
 VECTOR_HEAVY = (0.2, 0.8)
+# The entity boost the router gives entity questions (Stages.entity_boost "auto"): on the
+# Pepys golden set it lowered no query kind and lifted the who/where set
+# (bench/results/entities/report.md).
+ROUTE_ENTITY_BOOST = 0.5
 
 
 class StageTimeouts(BaseModel):
@@ -67,10 +77,12 @@ class Stages(BaseModel):
     rerank: bool = Field(default=False, description="rerank the top rerank_depth candidates")
     rerank_depth: int = Field(default=50, ge=1, le=1000)
     boosts: list[BoostRule] = Field(default_factory=list, description="applied to fused scores")
-    entity_boost: float = Field(
-        default=0.0, ge=0, le=10, description="fused scores of passages that mention the "
-        "entities the query names, times 1 + this x their idf share (0: off; needs entities "
-        "stored at ingest)")
+    entity_boost: Annotated[float, Field(ge=0, le=10)] | Literal["auto"] = Field(
+        default="auto", description="fused scores of passages that mention the entities the "
+        "query names, times 1 + this x their idf share (0: off; needs entities stored at "
+        "ingest). auto: the router applies ROUTE_ENTITY_BOOST to questions that ask who or "
+        "where or that it routes keyword-heavy, and nothing to the others (a number applies "
+        "to every question)")
     timeouts: StageTimeouts = Field(default_factory=StageTimeouts)
 
     def merged(self, overrides: Stages | Mapping[str, Any] | None) -> Stages:
@@ -91,6 +103,16 @@ class Stages(BaseModel):
     @property
     def active(self) -> bool:
         return self.route or self.decompose or self.hyde or self.rerank or bool(self.boosts)
+
+
+def entity_boost_for(stages: Stages, query: str) -> tuple[float, str | None]:
+    """The entity boost this query gets and, when the router chose it, why: a number as set
+    (every question), or with "auto" and the router on, ROUTE_ENTITY_BOOST for an entity
+    question (:func:`entity_question`) and 0 for the others."""
+    if stages.entity_boost != "auto":
+        return float(stages.entity_boost), None
+    why = entity_question(query) if stages.route else None
+    return (ROUTE_ENTITY_BOOST, why) if why is not None else (0.0, None)
 
 
 @dataclass

@@ -27,6 +27,9 @@ _ID = re.compile(r"^[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z\d-]*$|^\d+[-_][A-Z\d]+$")
 _QUESTION_WORDS = frozenset(
     ["what", "how", "why", "when", "where", "who", "whom", "whose", "which", "did", "does", "do", "is", "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "tell", "explain", "describe"])
 
+# Question words that ask for a person or a place (English; elsewhere the keyword route decides).
+_ENTITY_WORDS = frozenset(["who", "whom", "whose", "where"])
+
 
 class Route(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -56,6 +59,20 @@ def heuristic_route(question: str) -> Route:
     if names and len(words) <= 8:
         return Route(name="keyword", reason=f"short question naming {names[0]!r}", sure=False)
     return Route(name="direct", reason="no strong signal", sure=False)
+
+
+def entity_question(question: str) -> str | None:
+    """Why ``question`` is about the people and places it names (None: it is not): it asks
+    who or where, or the router sends it keyword-heavy (a short question naming someone, a few
+    bare terms, a quoted phrase, a code). Such questions get the entity boost by default
+    (``Stages.entity_boost`` "auto"); others -- a longer question about an event, where a
+    name is often its setting ("the Great Plague ... affect London") -- do not: on the Pepys
+    golden set boosting every question lowered fact questions (bench/results/entities)."""
+    words = _TOKEN.findall(" ".join(question.split()))
+    if words and words[0].lower() in _ENTITY_WORDS:
+        return f"asks {words[0].lower()}"
+    route = heuristic_route(question)
+    return f"keyword route: {route.reason}" if route.name == "keyword" else None
 
 
 def _names(words: list[str]) -> list[str]:

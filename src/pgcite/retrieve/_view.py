@@ -23,7 +23,13 @@ from pgcite.embed._base import Embedder
 from pgcite.retrieve._entities import boost_hits, recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult, StageEvent
-from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, staged_search
+from pgcite.retrieve._pipeline import (
+    Retrieval,
+    StageModels,
+    Stages,
+    entity_boost_for,
+    staged_search,
+)
 from pgcite.retrieve._search import SearchOptions, embed_search_query, run_embedded
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
@@ -64,8 +70,10 @@ class SearchView:
         filters = filters or Filters()
         given = options or SearchOptions()
         requested, options, plan = self.plan(given, stages)
-        if plan.entity_boost > 0:  # as given, unresolved: the route may still tilt the weights
-            return self._entity_boosted(query, filters, given, plan, query_vector, explain)
+        weight, why = entity_boost_for(plan, query)
+        if weight > 0:  # options as given, unresolved: the route may still tilt the weights
+            return self._entity_boosted(query, filters, given, plan, query_vector, explain,
+                                        weight=weight, why=why)
         if not plan.active:
             return self.search_once(query, filters=filters, options=options,
                                     query_vector=query_vector, explain=explain)
@@ -101,11 +109,13 @@ class SearchView:
         return vector, options.model_copy(update={"top_k": wanted.depth, "weights": weights})
 
     def _entity_boosted(self, query: str, filters: Filters, options: SearchOptions,
-                        plan: Stages, query_vector: np.ndarray | None,
-                        explain: bool) -> SearchResult:
+                        plan: Stages, query_vector: np.ndarray | None, explain: bool, *,
+                        weight: float, why: str | None) -> SearchResult:
         """The search with the entity boost on fused scores: the candidates are fetched at
         least ENTITY_DEPTH deep (so there is something to reorder), the first ENTITY_DEPTH
-        boosted and re-sorted, then cut to top_k."""
+        boosted and re-sorted, then cut to top_k. ``why``: the router's reason when it chose
+        the boost ("auto"); then a query that names no known entity leaves no trace (nothing
+        was asked for), while a boost set by hand says it was skipped."""
         started = time.perf_counter()
         with self.connection() as conn:
             entities = recognise(conn, self.info, self.snapshot, query, filters)
@@ -113,6 +123,8 @@ class SearchView:
         if not entities:
             result = self.search(query, filters=filters, options=options, stages=rest,
                                  query_vector=query_vector, explain=explain)
+            if why is not None:
+                return result
             event = StageEvent(stage="entities", outcome="skipped",
                                detail="the query names no entity the passages know",
                                ms=(time.perf_counter() - started) * 1000)
@@ -124,12 +136,12 @@ class SearchView:
         # 500 (as rerank_depth does for the reranker)
         head, tail = result.hits[:ENTITY_DEPTH], result.hits[ENTITY_DEPTH:]
         with self.connection() as conn:
-            hits = [*boost_hits(conn, self.info, self.snapshot, head, entities,
-                                plan.entity_boost), *tail]
+            hits = [*boost_hits(conn, self.info, self.snapshot, head, entities, weight), *tail]
         event = StageEvent(
             stage="entities", outcome="applied",
-            detail=f"x(1 + {plan.entity_boost:g} x share) for "
-                   + ", ".join(f"{e.text!r} -> {e.key} ({e.chunks} passages)" for e in entities),
+            detail=(f"router ({why}): " if why else "")
+            + f"x(1 + {weight:g} x share) for "
+            + ", ".join(f"{e.text!r} -> {e.key} ({e.chunks} passages)" for e in entities),
             ms=(time.perf_counter() - started) * 1000)
         return result.model_copy(update={"hits": hits[: options.top_k],
                                          "stages": [*result.stages, event]})

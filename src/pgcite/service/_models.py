@@ -87,6 +87,9 @@ class StagesBody(_Body):
     rerank: bool | None = None
     rerank_depth: int | None = Field(default=None, ge=1, le=200)
     boosts: Annotated[list[BoostBody], Field(max_length=10)] | None = None
+    entity_boost: Annotated[float, Field(ge=0, le=10)] | Literal["auto"] | None = Field(
+        default=None, description="auto: the router boosts entity questions; a number: that "
+        "weight on every question (0: off)")
 
 
 class SelfCheckBody(_Body):

@@ -23,11 +23,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import psycopg
 from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl
 
 import pgcite
 from pgcite.answer._pipeline import _asks_after_sources, default_threshold
+from pgcite.answer._sentences import split_sentences
+from pgcite.embed._registry import embedder_for_key
 from pgcite.evaluate import GoldenQuery, load_golden
 from pgcite.evaluate._collection import run_metadata
 from pgcite.evaluate._fit_abstention import (
@@ -40,7 +43,15 @@ from pgcite.evaluate._fit_abstention import (
     rates,
     wilson,
 )
-from pgcite.retrieve._answerability import FEATURES, SIGNALS, AnswerabilityModel, fit_model
+from pgcite.retrieve._answerability import (
+    DEFAULT_L2,
+    FEATURES,
+    SIGNALS,
+    AnswerabilityModel,
+    balanced_weights,
+    fit_logistic,
+    fit_model,
+)
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
 
@@ -61,7 +72,43 @@ def observe(col: pgcite.Collection,
     return observations, late
 
 
-def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None) -> dict[str, Any]:
+def best_sentence_cosine(col: pgcite.Collection, queries: Sequence[GoldenQuery]) -> list[float]:
+    """Per query: the highest cosine between the question and any sentence of the answer's
+    passages (top 5, its cutoff). An answer-level signal the product does not compute yet:
+    measured here to see whether sentence-level evidence helps abstention."""
+    embedder = embedder_for_key(col.active_snapshot().embed_model)
+    out = []
+    for q in queries:
+        hits = col.search(q.text, top_k=TOP_K, filters={"cutoff": q.cutoff}).hits
+        sentences = [s for hit in hits for s in split_sentences(hit.body)]
+        if not sentences:
+            out.append(0.0)
+            continue
+        cosines = embedder.embed_documents(sentences) @ embedder.embed_query(q.text).reshape(-1)
+        out.append(float(cosines.max()))
+    return out
+
+
+def loo_logistic_any(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[bool]:
+    """loo_logistic for columns that are not the product's signals (same fit: standardised,
+    balanced classes, the default L2)."""
+    out = []
+    for i in range(len(y)):
+        keep = mask.copy()
+        keep[i] = False
+        if not mask[i]:
+            out.append(True)
+            continue
+        mean, scale = x[keep].mean(axis=0), x[keep].std(axis=0)
+        scale[scale == 0] = 1.0
+        weights, bias = fit_logistic((x[keep] - mean) / scale, y[keep], l2=DEFAULT_L2,
+                                     sample_weight=balanced_weights(y[keep]))
+        out.append(float(((x[i] - mean) / scale) @ weights + bias) < 0.0)
+    return out
+
+
+def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None,
+                 sentence: list[float] | None = None) -> dict[str, Any]:
     """Every rule's leave-one-out rates on one set of judged queries."""
     x, y, mask = features(obs, SIGNALS)
     combined_x, _, _ = features(obs, FEATURES)
@@ -78,11 +125,16 @@ def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None) 
     rows[f"combined score ({', '.join(FEATURES)}; logistic, LOO)"] = rates(combined, y)
     if SIGNALS[:5] != FEATURES:
         rows["previous combined score (the first five signals; logistic, LOO)"] = rates(
-            loo_logistic(x[:, :5], y, mask), y)
+            loo_logistic_any(x[:, :5], y, mask), y)
     rows["cosine threshold + temporal rule (LOO)"] = rates(
         [a or t for a, t in zip(single["cosine"], late, strict=True)], y)
     rows["combined score + temporal rule (LOO)"] = rates(
         [a or t for a, t in zip(combined, late, strict=True)], y)
+    if sentence is not None:
+        with_sentence = loo_logistic_any(np.hstack([combined_x, np.c_[sentence]]), y, mask)
+        rows["combined score + best sentence cosine + temporal rule (LOO; bench only, not in "
+             "the product yet)"] = rates([a or t for a, t in zip(with_sentence, late,
+                                                                strict=True)], y)
     return {"answerable": int(y.sum()), "absent": int((1 - y).sum()),
             "rules": {k: v.model_dump(mode="json") for k, v in rows.items()}}
 
@@ -123,8 +175,6 @@ def answer_rate(model: AnswerabilityModel | None, obs: list[Observation],
 def latency(col: pgcite.Collection, queries: Sequence[GoldenQuery],
             repeats: int) -> dict[str, Any]:
     """The hybrid statement with and without the signal columns, interleaved, same vectors."""
-    from pgcite.embed._registry import embedder_for_key
-
     snap = col.active_snapshot()
     embedder = embedder_for_key(snap.embed_model)
     options = SearchOptions(top_k=TOP_K, fusion=col.info.settings.fusion)
@@ -180,11 +230,13 @@ def main() -> None:
         extra = load_golden(ROOT / "abstention" / "pepys-extra.jsonl")
         obs_g, late_g = observe(pepys, golden.queries)
         obs_e, late_e = observe(pepys, extra.queries)
+        sent_g = best_sentence_cosine(pepys, golden.queries)
+        sent_e = best_sentence_cosine(pepys, extra.queries)
         summary["pepys"] = {
             "metadata": run_metadata(pepys.view(), {"top_k": TOP_K, "mode": "hybrid"}),
-            f"golden ({len(obs_g)})": side_by_side(obs_g, late_g, fixed),
+            f"golden ({len(obs_g)})": side_by_side(obs_g, late_g, fixed, sent_g),
             f"golden + extra ({len(obs_g) + len(obs_e)})": side_by_side(
-                obs_g + obs_e, late_g + late_e, fixed),
+                obs_g + obs_e, late_g + late_e, fixed, sent_g + sent_e),
             f"golden ({len(obs_g)}), held out: scored by a fit on the {len(obs_e)} extra "
             "queries only": held_out(obs_e, obs_g, key),
         }

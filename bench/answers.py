@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from pgcite.answer import (
     ExtractiveGenerator,
     GenerationRequest,
     Generator,
+    LlamaCppGenerator,
     OpenAIChatGenerator,
     answer_question,
 )
@@ -99,7 +101,7 @@ class MemoEmbedder:
 Factory = Callable[[Embedder | None, str], Generator]
 
 
-def variants(llm: tuple[str, str] | None) -> dict[str, Factory]:
+def variants(llm: tuple[str, str] | None, gguf: Path | None = None) -> dict[str, Factory]:
     def precise(**changes: Any) -> Factory:
         return lambda emb, lang: PreciseGenerator(
             embedder=emb, language=lang, options=PreciseOptions(**changes))
@@ -123,6 +125,9 @@ def variants(llm: tuple[str, str] | None) -> dict[str, Factory]:
         base_url, model = llm
         out[f"llm: {model}"] = lambda emb, lang: OpenAIChatGenerator(
             base_url=base_url, model=model, timeout_s=120.0)
+    if gguf is not None:  # one model for all questions: loading it per question would dominate
+        model_in_process = LlamaCppGenerator(model_path=gguf, n_ctx=4096, max_tokens=200)
+        out[f"llm in-process: {gguf.stem}"] = lambda emb, lang: model_in_process
     return out
 
 
@@ -146,7 +151,7 @@ def run_dataset(col: pgcite.Collection, queries: list[GoldenQuery],
     retrieval: list[float] = []
     for n, query in enumerate(queries, 1):
         started = time.perf_counter()
-        result = col.search(query.text, top_k=5, mode="hybrid", cutoff=query.cutoff,
+        result = col.search(query.text, top_k=5, mode="hybrid", filters={"cutoff": query.cutoff},
                             snapshot_id=snap.snapshot_id)
         retrieval.append((time.perf_counter() - started) * 1000)
 
@@ -231,12 +236,16 @@ def main() -> None:
                         help="the Pepys collection (bench/pepys.py builds 'pepys')")
     parser.add_argument("--llm-base-url", help="an OpenAI-compatible endpoint (…/v1)")
     parser.add_argument("--llm-model", help="its model name")
+    parser.add_argument("--llm-model-path", type=Path,
+                        help="a GGUF model run in-process by llama-cpp-python (e.g. SmolLM2)")
     parser.add_argument("--variants", nargs="*",
                         help="only the variants whose name starts with one of these (the two "
                              "defaults the report compares always run)")
+    parser.add_argument("--label", help="store this run beside the others as '<dataset> <label>' "
+                        "(e.g. a sampled LLM run) instead of replacing the dataset's figures")
     args = parser.parse_args()
     llm = (args.llm_base_url, args.llm_model) if args.llm_base_url and args.llm_model else None
-    factories = {name: make for name, make in variants(llm).items()
+    factories = {name: make for name, make in variants(llm, args.llm_model_path).items()
                  if not args.variants or name in _COMPARED
                  or any(name.startswith(v) for v in args.variants)}
     command = "python bench/answers.py " + " ".join(sys.argv[1:])
@@ -253,8 +262,8 @@ def main() -> None:
                 queries = queries[:: max(1, len(queries) // args.sample)] if args.sample else queries
             print(f"{name}: {len(queries)} queries on {col.name}", file=sys.stderr)
             records, retrieval_ms = run_dataset(col, queries, factories)
-            write_runs(name, records)
-            ran[name] = {
+            write_runs(f"{name} {args.label}" if args.label else name, records)
+            ran[f"{name} {args.label}" if args.label else name] = {
                 "command": command, "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
                 "queries": len(queries), "retrieval_ms_p50": round(retrieval_ms, 1),
                 "variants": {v: summarize_by_kind(r) for v, r in records.items()}}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pgcite
 from pgcite.store._statistics import PLANNED_TABLES, refresh_statistics
-
 from .conftest import DIARY
 
 

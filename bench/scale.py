@@ -96,7 +96,10 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
         conn.execute("SET max_parallel_maintenance_workers = 1")
         ensure_vector_index(conn, col.info.schema_name, spec, col.info.settings.halfvec)
         conn.execute(sql.SQL("VACUUM ANALYZE {s}.chunks").format(s=s))
-        conn.execute(sql.SQL("ANALYZE {s}.segment_postings").format(s=s))
+        # every table the search plan reads: without statistics on segment_versions the vector
+        # leg's membership check read every chunk (528 vs ~6 ms p50 at 100k chunks)
+        for table in ("segment_postings", "segment_versions", "snapshot_segments"):
+            conn.execute(sql.SQL("ANALYZE {s}.{t}").format(s=s, t=sql.Identifier(table)))
     timings["hnsw_build_s"] = time.perf_counter() - t0
     return {k: round(v, 1) for k, v in timings.items()}
 

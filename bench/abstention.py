@@ -43,15 +43,7 @@ from pgcite.evaluate._fit_abstention import (
     rates,
     wilson,
 )
-from pgcite.retrieve._answerability import (
-    DEFAULT_L2,
-    FEATURES,
-    SIGNALS,
-    AnswerabilityModel,
-    balanced_weights,
-    fit_logistic,
-    fit_model,
-)
+from pgcite.retrieve._answerability import FEATURES, SIGNALS, AnswerabilityModel, fit_model
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
 
@@ -89,24 +81,6 @@ def best_sentence_cosine(col: pgcite.Collection, queries: Sequence[GoldenQuery])
     return out
 
 
-def loo_logistic_any(x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[bool]:
-    """loo_logistic for columns that are not the product's signals (same fit: standardised,
-    balanced classes, the default L2)."""
-    out = []
-    for i in range(len(y)):
-        keep = mask.copy()
-        keep[i] = False
-        if not mask[i]:
-            out.append(True)
-            continue
-        mean, scale = x[keep].mean(axis=0), x[keep].std(axis=0)
-        scale[scale == 0] = 1.0
-        weights, bias = fit_logistic((x[keep] - mean) / scale, y[keep], l2=DEFAULT_L2,
-                                     sample_weight=balanced_weights(y[keep]))
-        out.append(float(((x[i] - mean) / scale) @ weights + bias) < 0.0)
-    return out
-
-
 def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None,
                  sentence: list[float] | None = None) -> dict[str, Any]:
     """Every rule's leave-one-out rates on one set of judged queries."""
@@ -125,13 +99,14 @@ def side_by_side(obs: list[Observation], late: list[bool], fixed: float | None,
     rows[f"combined score ({', '.join(FEATURES)}; logistic, LOO)"] = rates(combined, y)
     if SIGNALS[:5] != FEATURES:
         rows["previous combined score (the first five signals; logistic, LOO)"] = rates(
-            loo_logistic_any(x[:, :5], y, mask), y)
+            loo_logistic(x[:, :5], y, mask, names=SIGNALS[:5]), y)
     rows["cosine threshold + temporal rule (LOO)"] = rates(
         [a or t for a, t in zip(single["cosine"], late, strict=True)], y)
     rows["combined score + temporal rule (LOO)"] = rates(
         [a or t for a, t in zip(combined, late, strict=True)], y)
     if sentence is not None:
-        with_sentence = loo_logistic_any(np.hstack([combined_x, np.c_[sentence]]), y, mask)
+        with_sentence = loo_logistic(np.hstack([combined_x, np.c_[sentence]]), y, mask,
+                                     names=[*FEATURES, "best_sentence_cosine"])
         rows["combined score + best sentence cosine + temporal rule (LOO; bench only, not in "
              "the product yet)"] = rates([a or t for a, t in zip(with_sentence, late,
                                                                 strict=True)], y)

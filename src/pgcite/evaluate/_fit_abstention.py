@@ -115,10 +115,11 @@ def features(observations: Sequence[Observation],
 
 
 def loo_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *,
-                 l2: float = DEFAULT_L2) -> list[bool]:
-    """Abstain decisions, each from a model fitted without that query."""
+                 l2: float = DEFAULT_L2, names: Sequence[str] = FEATURES) -> list[bool]:
+    """Abstain decisions, each from a model fitted without that query. ``names``: the
+    columns of ``x`` (the default signals, or any others a benchmark tries)."""
     return _leave_one_out(x, y, mask, lambda tx, ty, row: float(
-        fit_model(tx, ty, model_key="cv", l2=l2).predict(row[None, :])[0]) < 0.5)
+        fit_model(tx, ty, model_key="cv", l2=l2, names=names).predict(row[None, :])[0]) < 0.5)
 
 
 def loo_threshold(values: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[bool]:

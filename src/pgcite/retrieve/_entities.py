@@ -25,12 +25,14 @@ from pgcite.store._entities import canonical_sql, entity_key
 from pgcite.store._snapshots import SnapshotInfo
 
 # The chunks a request may see: the snapshot's members under its filters (alias c).
+# The passages a request may see: its snapshot's chunks under its filters (cutoff, corpora,
+# metadata). Every entity path that reads passages goes through this one predicate.
+_VISIBLE_WHERE = """c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
+                     WHERE snapshot_id = %(snapshot_id)s)
+  AND {filters}"""
 _VISIBLE = """
 visible AS (
-    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c
-    WHERE c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
-                           WHERE snapshot_id = %(snapshot_id)s)
-      AND {filters}
+    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c WHERE {where_visible}
 ), mentions AS (
     -- one row per (passage, entity): two spellings of one entity in a passage count once
     SELECT v.chunk_pk, v.id, v.date_end, {canonical} AS entity, min(ce.label) AS label,
@@ -114,11 +116,15 @@ class EntitiesResult(CamelModel):
         "documents (null: a document read by none, so it has no entities)")
 
 
+def _where_visible(info: CollectionInfo, compiled: CompiledFilter) -> sql.Composed:
+    return sql.SQL(_VISIBLE_WHERE).format(s=info.schema_id, filters=compiled.sql())
+
+
 def _visible(info: CollectionInfo, snapshot: SnapshotInfo,
              filters: Filters) -> tuple[sql.Composed, CompiledFilter]:
     compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
     ctes = sql.SQL(_VISIBLE).format(
-        s=info.schema_id, filters=compiled.sql(),
+        s=info.schema_id, where_visible=_where_visible(info, compiled),
         canonical=canonical_sql(info.schema_id, sql.SQL("ce.key")))
     return ctes, compiled
 
@@ -196,17 +202,10 @@ SELECT k.key, k.entity, count(DISTINCT c.chunk_pk) AS chunks
 FROM spellings k
 JOIN {s}.chunk_entities ce ON ce.key = k.stored
 JOIN {s}.chunks c ON c.chunk_pk = ce.chunk_pk
-WHERE c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
-                       WHERE snapshot_id = %(snapshot_id)s)
-  AND {filters}
+WHERE {where_visible}
 GROUP BY k.key, k.entity, k.ord ORDER BY k.ord
 """
-_VISIBLE_COUNT = """
-SELECT count(*) FROM {s}.chunks c
-WHERE c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
-                       WHERE snapshot_id = %(snapshot_id)s)
-  AND {filters}
-"""
+_VISIBLE_COUNT = "SELECT count(*) FROM {s}.chunks c WHERE {where_visible}"
 
 
 def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
@@ -220,7 +219,7 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
     compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
     params = {**compiled.params, "snapshot_id": snapshot.snapshot_id, "candidates": candidates}
     statement = sql.SQL(_RECOGNISE).format(
-        s=info.schema_id, filters=compiled.sql(),
+        s=info.schema_id, where_visible=_where_visible(info, compiled),
         canonical=canonical_sql(info.schema_id, sql.SQL("q.key")))
     rows = conn.execute(statement, params).fetchall()
     if not rows:
@@ -247,7 +246,8 @@ def _visible_count(conn: psycopg.Connection, info: CollectionInfo, snapshot: Sna
     """How many passages the request may see: the snapshot's count when nothing filters."""
     if not compiled.clauses and snapshot.n_chunks is not None:
         return snapshot.n_chunks
-    row = conn.execute(sql.SQL(_VISIBLE_COUNT).format(s=info.schema_id, filters=compiled.sql()),
+    row = conn.execute(sql.SQL(_VISIBLE_COUNT).format(
+        s=info.schema_id, where_visible=_where_visible(info, compiled)),
                        {**compiled.params, "snapshot_id": snapshot.snapshot_id}).fetchone()
     return int(row[0]) if row else 0
 

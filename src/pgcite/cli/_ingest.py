@@ -38,17 +38,22 @@ def print_report(report: IngestReport) -> None:
     if report.staged:
         console.print(f"{report.staged} versions staged, no snapshot built: pgcite snapshot "
                       f"build {report.collection} --staged", highlight=False)
-    elif report.snapshot_id is not None:
-        state = "active" if report.activated else "built, not active"
-        console.print(f"snapshot {report.snapshot_id} ({state})")
-        if report.gate is not None:
-            console.print(f"gate {report.gate}", highlight=False)
     else:
-        console.print("nothing changed: no new snapshot")
+        print_snapshot_outcome(report.snapshot_id, report.activated, report.gate)
     for failure in report.failed:
         # One line per file whatever the terminal's width: greppable, and a file per line.
         err_console.print(f"[red]failed:[/] {failure.path}: {failure.reason}", highlight=False,
                           soft_wrap=True)
+
+
+def print_snapshot_outcome(snapshot_id: int | None, activated: bool, gate: str | None) -> None:
+    """The snapshot a build made (or that it made none) and the gate's word on it."""
+    if snapshot_id is None:
+        console.print("nothing changed: no new snapshot")
+        return
+    console.print(f"snapshot {snapshot_id} ({'active' if activated else 'built, not active'})")
+    if gate is not None:
+        console.print(f"gate {gate}", highlight=False)
 
 
 def ingest_command(

@@ -89,6 +89,8 @@ def build(
 def _build_staged(collection: str, paths: list[Path], staged: bool, activate: bool,
                   replace: bool, embedder: str | None, corpus_version: str | None,
                   json_out: bool) -> None:
+    from pgcite.cli._ingest import print_snapshot_outcome
+
     if not staged:
         raise fail("--activate goes with --staged (`pgcite ingest` builds and activates)")
     if paths or replace or embedder is not None:
@@ -104,16 +106,9 @@ def _build_staged(collection: str, paths: list[Path], staged: bool, activate: bo
             f"{report.documents} documents ({report.superseded} superseded by a later one, "
             f"{report.unchanged} live already), {report.segments} staged segments, "
             f"{report.seconds:.1f} s", highlight=False)
-        if report.snapshot_id is None:
-            console.print("nothing changed: no new snapshot")
-        else:
-            state = "active" if report.activated else "built, not active"
-            console.print(f"snapshot {report.snapshot_id} ({state})")
-            if report.gate is not None:
-                console.print(f"gate {report.gate}", highlight=False)
-            elif not report.activated:
-                console.print(f"next: pgcite snapshot activate {collection} "
-                              f"{report.snapshot_id}")
+        print_snapshot_outcome(report.snapshot_id, report.activated, report.gate)
+        if report.snapshot_id is not None and report.gate is None and not report.activated:
+            console.print(f"next: pgcite snapshot activate {collection} {report.snapshot_id}")
     if (report.gate or "").startswith("refused"):
         raise typer.Exit(1)
 

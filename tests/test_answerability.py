@@ -83,6 +83,19 @@ def test_names_text_keeps_the_capitalised_words() -> None:
     assert names_text(NAMED) == "Did Rembrandt Chatham Pudding Lane Sedgemoor"
     assert names_text("Milton's Paradise Lost, 1667") == "Milton's Paradise Lost"
     assert names_text("ما هو  zebras") == ""  # no capitals: nothing counts as a name
+    # regnal numerals are not names ("Charles II" is "Charles the Second" in the diary)
+    assert names_text("King Charles II and Henry VIII, Part IV") == "King Charles Henry Part"
+    assert names_text("Ivan met Xavier and Vi") == "Ivan Xavier Vi"
+
+
+def test_terms_counts_the_query_lexemes(diary: pgcite.Collection) -> None:
+    text = "What did Pepys think of the fire and the fire engines?"
+    with diary.client.connection() as conn:
+        lexemes = conn.execute("SELECT count(*) FROM unnest(to_tsvector('english', %s))",
+                               (text,)).fetchone()
+    got = diary.search(text, top_k=3, stages={"route": False}).signals["terms"]
+    assert lexemes is not None and got == lexemes[0] == 4  # pepi, think, fire, engin
+    assert diary.search(text, mode="vector").signals["terms"] is None
 
 
 def test_unknown_names_counts_the_names_the_snapshot_lacks(diary: pgcite.Collection) -> None:
@@ -112,7 +125,7 @@ def test_one_leg_modes_leave_the_other_legs_signals_empty(diary: pgcite.Collecti
     assert vector["coverage"] is None and vector["best_coverage"] is None
     keyword = diary.search(QUERY, mode="keyword").signals
     assert keyword["cosine"] is None and keyword["gap"] is None
-    assert diary.search("fire", cutoff="1600-01-01").signals == {}
+    assert diary.search("fire", filters={"cutoff": "1600-01-01"}).signals == {}
 
 
 def test_stop_words_only_have_no_coverage(diary: pgcite.Collection) -> None:
@@ -291,3 +304,38 @@ def test_vectorised_threshold_equals_the_calibration() -> None:
         absent = np.round(rng.normal(0.4, 0.1, rng.integers(1, 8)), 2)
         expected = calibrate_threshold(ans.tolist(), absent.tolist()).value
         assert best_threshold(ans, absent) == pytest.approx(expected)
+
+
+def test_a_signal_high_on_absent_queries_abstains_above_its_threshold() -> None:
+    """unknown_names is high when the question names what the archive never saw: its one-signal
+    rule must abstain on the high side (read the other way, it answered everything)."""
+    from pgcite.evaluate._fit_abstention import loo_threshold
+
+    y = np.array([1.0] * 6 + [0.0] * 4)
+    names = np.array([0, 0, 0, 0, 0, 1, 1, 2, 1, 1], dtype=float)  # one answerable has a name
+    mask = np.ones(y.size, dtype=bool)
+    decided = loo_threshold(names, y, mask, "unknown_names")
+    assert decided == [False] * 5 + [True] + [True] * 4
+    # read the usual way (abstain below), the best rule answers everything: the old 1.0 / 0.0 row
+    assert not any(loo_threshold(names, y, mask, "cosine")[6:])
+
+
+def test_fit_also_decides_the_golden_queries_with_the_others(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch, own: pgcite.Collection,
+        tmp_path: Path) -> None:
+    """--fit-also: the figures count only --golden's queries, each decided by a fit on every
+    other query (the further set's included); the stored model learned from all of them."""
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    golden = _write(tmp_path / "golden.jsonl", GOLDEN[:3] + GOLDEN[-2:])
+    extra = _write(tmp_path / "extra.jsonl", GOLDEN[3:-2])
+    result = CliRunner().invoke(app, ["eval", own.name, "--golden", str(golden), "--fit-also",
+                                      str(extra), "--fit-abstention", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    answerable = sum(1 for r in GOLDEN[:3] if r.get("kind") != "absent")
+    assert payload["combined"]["answerable"] == answerable and payload["combined"]["absent"] == 2
+    pooled = payload["pooled"]
+    assert pooled["answerable"] + pooled["absent"] == len(GOLDEN)
+    assert payload["also"] == ["extra"]
+    assert payload["model"]["fitted_on"].endswith("5 answerable + 4 absent")

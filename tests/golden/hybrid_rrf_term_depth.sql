@@ -64,7 +64,8 @@ kw_mass AS (
                             WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = n.lexeme), 0)
                   <= coalesce((SELECT d.df FROM "pgc_diary".snapshot_deleted_df d
                                WHERE d.snapshot_id = %(snapshot_id)s
-                                 AND d.term = n.lexeme), 0)) AS unknown_names
+                                 AND d.term = n.lexeme), 0)) AS unknown_names,
+           (SELECT cardinality(terms) FROM kw_terms) AS query_terms
     FROM kw_mass m
 ),
 vec_near AS (
@@ -90,7 +91,7 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
            AS similarity_gap,
        count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage, e.unknown_names,
+       e.coverage, e.best_coverage, e.unknown_names, e.query_terms,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

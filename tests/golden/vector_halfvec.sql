@@ -1,4 +1,4 @@
-WITH kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank, NULL::float8 AS norm WHERE false),evidence AS (SELECT NULL::float8 AS coverage, NULL::float8 AS best_coverage, NULL::bigint AS unknown_names),
+WITH kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank, NULL::float8 AS norm WHERE false),evidence AS (SELECT NULL::float8 AS coverage, NULL::float8 AS best_coverage, NULL::bigint AS unknown_names, NULL::integer AS query_terms),
 vec_near AS (
     SELECT c.chunk_pk, (embedding::halfvec(384)) <=> %(query_vector)s::halfvec(384) AS distance
     FROM "pgc_diary".chunks c
@@ -22,7 +22,7 @@ SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
            AS similarity_gap,
        count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage, e.unknown_names,
+       e.coverage, e.best_coverage, e.unknown_names, e.query_terms,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

@@ -60,6 +60,10 @@ def eval_command(
         "golden set's answerable and absent queries, print leave-one-out figures per signal "
         "and combined, and store the model in the collection for its embedding model.")]
     = False,
+    fit_also: Annotated[list[Path] | None, typer.Option(
+        "--fit-also", help="With --fit-abstention: more judged queries (golden.jsonl) to fit "
+        "on (repeatable). The figures stay those of --golden's queries, each decided by a fit "
+        "on all the other queries, these included.")] = None,
     answers: Annotated[bool, typer.Option(
         "--answers", help="Score the collection's answers instead of its retrieval: gold "
         "strings from each query's 'answers' field (containment, first sentence), citations "
@@ -83,7 +87,10 @@ def eval_command(
         floors = _floors(collection if run is None else None, floor or []) if strict else None
         gold = ev.load_golden(golden, split=split)
         if fit_abstention:
-            _fit_abstention(collection, gold, json_out)
+            # named by file: sets kept side by side in one folder would share its name
+            also = [ev.load_golden(path, name=path.stem if path.is_file() else None)
+                    for path in fit_also or []]
+            _fit_abstention(collection, gold, also, json_out)
             return
         if answers:
             if collection is None:
@@ -174,13 +181,14 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
                            "index_usage": index_usage(view, gold.queries[0].text)}))
 
 
-def _fit_abstention(collection: str | None, gold: GoldenSet, json_out: bool) -> None:
+def _fit_abstention(collection: str | None, gold: GoldenSet, also: list[GoldenSet],
+                    json_out: bool) -> None:
     from pgcite._client import Client
     from pgcite.evaluate._fit_abstention import fit_abstention, render_fit
 
     if collection is None:
         raise fail("name the collection to fit abstention for")
-    report = fit_abstention(Client(settings()).collection(collection), gold)
+    report = fit_abstention(Client(settings()).collection(collection), gold, also=also)
     if json_out:
         emit_json(report)
     else:

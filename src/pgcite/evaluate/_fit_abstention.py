@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from pgcite.answer._pipeline import _asks_after_sources
 from pgcite.evaluate._abstain import calibrate_threshold
@@ -33,6 +34,7 @@ from pgcite.retrieve._answerability import (
     FEATURES,
     SIGNALS,
     fit_model,
+    orientation,
     signal_values,
     store_model,
 )
@@ -80,6 +82,8 @@ class FitReport(Frozen):
     model: dict[str, Any]
     stored: bool
     left_out: list[str]  # queries neither answerable nor absent
+    also: list[str] = Field(default_factory=list)  # further judged sets the fit used
+    pooled: Rates | None = None  # with ``also``: what an answer does, over every query
 
 
 def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
@@ -122,8 +126,13 @@ def loo_logistic(x: np.ndarray, y: np.ndarray, mask: np.ndarray, *,
         fit_model(tx, ty, model_key="cv", l2=l2, names=names).predict(row[None, :])[0]) < 0.5)
 
 
-def loo_threshold(values: np.ndarray, y: np.ndarray, mask: np.ndarray) -> list[bool]:
-    """Abstain decisions of a one-signal threshold calibrated without that query."""
+def loo_threshold(values: np.ndarray, y: np.ndarray, mask: np.ndarray,
+                  name: str = "cosine") -> list[bool]:
+    """Abstain decisions of a one-signal threshold calibrated without that query. The signal
+    ``name`` says which way it points: one that is high on absent queries (``unknown_names``)
+    abstains ABOVE its threshold, read here as its negation below one."""
+    values = values * orientation(name)
+
     def decide(tx: np.ndarray, ty: np.ndarray, row: np.ndarray) -> bool:
         return bool(row[0] < best_threshold(tx[ty == 1, 0], tx[ty == 0, 0]))
 
@@ -192,30 +201,48 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def cross_validate(observations: Sequence[Observation], names: Sequence[str] = FEATURES,
-                   *, l2: float = DEFAULT_L2) -> tuple[Rates, Rates, dict[str, Rates]]:
+                   *, l2: float = DEFAULT_L2,
+                   report_on: int | None = None) -> tuple[Rates, Rates, dict[str, Rates]]:
     """Leave-one-out figures of the combined score, of the combined score followed by the
     year rule (what an answer does), and of each signal alone (every signal, not only the
-    ``names`` combined)."""
+    ``names`` combined). Every query is decided by a rule fitted on all the others; the
+    figures count the first ``report_on`` queries' decisions (all by default), so a small
+    judged set can be decided by fits that also learned from further queries."""
     x, y, mask = features(observations, names)
     _need_both(y)
+    on = slice(report_on)
+    _need_both(y[on])
     decided = loo_logistic(x, y, mask, l2=l2)
-    combined = rates(decided, y)
-    with_rule = rates([a or o.late for a, o in zip(decided, observations, strict=True)], y)
+    combined = rates(decided[on], y[on])
+    with_rule = rates([a or o.late for a, o in zip(decided, observations, strict=True)][on],
+                      y[on])
     every, _, _ = features(observations, SIGNALS)
-    per_signal = {name: rates(loo_threshold(every[:, j], y, mask), y)
+    per_signal = {name: rates(loo_threshold(every[:, j], y, mask, name)[on], y[on])
                   for j, name in enumerate(SIGNALS)}
     return combined, with_rule, per_signal
 
 
 def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
-                   names: Sequence[str] = FEATURES, l2: float = DEFAULT_L2) -> FitReport:
-    """Cross-validate, fit on every query, and (``store``) save the model in the collection."""
+                   names: Sequence[str] = FEATURES, l2: float = DEFAULT_L2,
+                   also: Sequence[GoldenSet] = ()) -> FitReport:
+    """Cross-validate, fit on every query, and (``store``) save the model in the collection.
+    ``also``: further judged sets to fit on; the figures stay ``golden``'s (each of its
+    queries decided by a fit on every other query, ``also``'s included), with the pooled
+    figure beside them."""
     observations, left_out, model_key = observe(collection, golden)
-    combined, with_rule, per_signal = cross_validate(observations, names, l2=l2)
+    own = len(observations)
+    for extra in also:
+        more, skipped, _ = observe(collection, extra)
+        observations += more
+        left_out += skipped
+    combined, with_rule, per_signal = cross_validate(observations, names, l2=l2,
+                                                     report_on=own)
+    pooled = cross_validate(observations, names, l2=l2)[1] if also else None
     x, y, mask = features(observations, names)
+    sets = " + ".join([golden.name, *(extra.name for extra in also)])
     model = fit_model(
         x[mask], y[mask], model_key=model_key, names=names, l2=l2,
-        fitted_on=f"{golden.name}: {int(y.sum())} answerable + {int((1 - y).sum())} absent",
+        fitted_on=f"{sets}: {int(y.sum())} answerable + {int((1 - y).sum())} absent",
         cross_validated={"method": "leave-one-out", **combined.model_dump(mode="json"),
                          "with_year_rule": with_rule.model_dump(mode="json")})
     if store:
@@ -223,7 +250,8 @@ def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
             store_model(conn, collection.name, model)
     return FitReport(collection=collection.name, golden=golden.name, model_key=model_key,
                      combined=combined, with_year_rule=with_rule, per_signal=per_signal,
-                     model=model.model_dump(mode="json"), stored=store, left_out=left_out)
+                     model=model.model_dump(mode="json"), stored=store, left_out=left_out,
+                     also=[extra.name for extra in also], pooled=pooled)
 
 
 def _need_both(y: np.ndarray) -> None:
@@ -241,8 +269,13 @@ def render_fit(report: FitReport) -> str:
              f"{report.combined.absent} absent",
              "", "| rule | answerable answered | absent abstained | balanced accuracy |",
              "|---|---|---|---|"]
+    if report.also:
+        lines[0] += (f"; each decided by a fit on every other query, those of "
+                     f"{', '.join(report.also)} included")
     rows = [("combined score", report.combined),
             ("combined score + year rule (what an answer does)", report.with_year_rule),
+            *([(f"the same, over every query ({report.pooled.answerable} answerable, "
+                f"{report.pooled.absent} absent)", report.pooled)] if report.pooled else []),
             *((f"{name} alone (threshold{', today' if name == 'cosine' else ''})", r) for name, r in report.per_signal.items())]
     for label, r in rows:
         lines.append(f"| {label} | {_pct(r.answer_rate, r.answer_ci)} | "

@@ -16,7 +16,12 @@ depends on ``top_k``):
 - ``unknown_names``: how many of the query's names (capitalised words: people, places, titles)
   the snapshot has never seen -- "Rembrandt", "Sedgemoor" or "Pennsylvania" put to a diary that
   never names them. The cosine cannot see this (a question about an unknown painter is still
-  a question about painting), and the idf-mass ``coverage`` dilutes it among the other words.
+  a question about painting), and the idf-mass ``coverage`` dilutes it among the other words;
+- ``terms``: how many distinct lexemes the query has. Not evidence by itself, but the scale the
+  coverage shares are read on: a long question ("What happened when the Dutch fleet raided the
+  Medway and Chatham in June 1667?") is rarely held whole by one passage, while a short one
+  missing its one topic word ("Did Pepys eat potatoes?") is. Without it the fit took every long
+  question's lower coverage for absence.
 
 A small logistic model turns them into one probability. It is fitted on judged queries
 (``pgcite eval COLLECTION --golden FILE --fit-abstention``, in pure numpy), stored in the
@@ -42,7 +47,10 @@ from pgcite.retrieve._sql import EVIDENCE_DEPTH
 from pgcite.store._collections import CollectionSettings, validate_name
 
 SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", "gap",
-                             "unknown_names")
+                             "unknown_names", "terms")
+# Signals where a HIGHER value speaks for abstaining (every other signal: higher = answerable).
+# A one-signal threshold rule reads them negated, so "abstain below t" means the same for all.
+ABSENT_WHEN_HIGH: frozenset[str] = frozenset({"unknown_names"})
 # The signals the fitted score combines by default (every signal is still reported alone).
 FEATURES: tuple[str, ...] = SIGNALS
 # L2 penalty on the standardised weights: with ~100 judged queries an unpenalised fit runs
@@ -60,10 +68,17 @@ MODEL_VERSION = 1
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
 
+# A regnal or ordinal numeral ("Charles II", "Henry VIII", "Part IV"): written in capitals but
+# not a name, and archives write it other ways ("Charles the Second"), so as a name it was
+# "unknown" in answerable questions.
+_NUMERAL = re.compile(r"X{0,3}(IX|IV|V?I{0,3})")
+
+
 def names_text(text: str) -> str:
     """The query's capitalised words, for the ``unknown_names`` signal (empty for scripts
-    without capitals, where the signal is 0)."""
-    return " ".join(w for w in _WORD.findall(text) if w[0].isupper())
+    without capitals, where the signal is 0); roman numerals are not names."""
+    return " ".join(w for w in _WORD.findall(text)
+                    if w[0].isupper() and not _NUMERAL.fullmatch(w))
 
 
 def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
@@ -81,7 +96,13 @@ def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
         "agreement": None if overlap is None else overlap / EVIDENCE_DEPTH,
         "gap": num("similarity_gap"),
         "unknown_names": num("unknown_names"),
+        "terms": num("query_terms"),
     }
+
+
+def orientation(name: str) -> float:
+    """+1 when a higher ``name`` speaks for answering, -1 when for abstaining."""
+    return -1.0 if name in ABSENT_WHEN_HIGH else 1.0
 
 
 def signal_values(signals: Mapping[str, float | None], names: Sequence[str]) -> list[float] | None:

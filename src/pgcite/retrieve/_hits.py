@@ -77,7 +77,8 @@ class SearchResult(CamelModel):
     )
     signals: dict[str, float | None] = Field(
         default_factory=dict, description="what retrieval knows about whether the collection "
-        "answers the query: cosine, coverage, best_coverage, agreement, gap (docs/answers.md, "
+        "answers the query: cosine, coverage, best_coverage, agreement, gap, unknown_names, "
+        "terms (docs/answers.md, "
         "\"Abstention\"); empty when nothing was found")
     timings_ms: dict[str, float] = Field(default_factory=dict)
     stages: list[StageEvent] = Field(

@@ -82,7 +82,7 @@ kw_terms AS (
 # Answerability signals (pgcite.retrieve._answerability) of the keyword leg: the share of the
 # query's idf mass that the snapshot holds at all, the share its best keyword hit holds, and
 # how many of the query's names (capitalised words, given as %(names_text)s) the snapshot has
-# never seen.
+# never seen, and how many distinct lexemes the query has (the scale the coverage shares are on).
 # df and N are the snapshot's (kw_idf, kw_stats above).
 _EVIDENCE = """
 kw_mass AS (
@@ -104,7 +104,8 @@ kw_mass AS (
                             WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = n.lexeme), 0)
                   <= coalesce((SELECT d.df FROM {s}.snapshot_deleted_df d
                                WHERE d.snapshot_id = %(snapshot_id)s
-                                 AND d.term = n.lexeme), 0)) AS unknown_names
+                                 AND d.term = n.lexeme), 0)) AS unknown_names,
+           (SELECT cardinality(terms) FROM kw_terms) AS query_terms
     FROM kw_mass m
 )"""
 # Exact BM25 unnests whole arrays; slicing them (even to their full length) copies each one
@@ -182,7 +183,8 @@ _NORM = ("coalesce(({x} - min({x}) OVER ()) / nullif(max({x}) OVER () - min({x})
 _EMPTY_KW = ("kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank,"
              " NULL::float8 AS norm WHERE false)")
 _EMPTY_EVIDENCE = ("evidence AS (SELECT NULL::float8 AS coverage,"
-                   " NULL::float8 AS best_coverage, NULL::bigint AS unknown_names)")
+                   " NULL::float8 AS best_coverage, NULL::bigint AS unknown_names,"
+                   " NULL::integer AS query_terms)")
 _EMPTY_VEC = ("vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance,"
               " NULL::bigint AS rank, NULL::float8 AS norm WHERE false)")
 
@@ -215,9 +217,9 @@ _EVIDENCE_COLUMNS = """
        max(v.distance) FILTER (WHERE v.rank <= {depth}) OVER () - min(v.distance) OVER ()
            AS similarity_gap,
        count(*) FILTER (WHERE k.rank <= {depth} AND v.rank <= {depth}) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage, e.unknown_names,"""
+       e.coverage, e.best_coverage, e.unknown_names, e.query_terms,"""
 _NO_EVIDENCE_COLUMNS = ("NULL::float8 AS similarity_gap, NULL::bigint AS leg_overlap,"
-                        " e.coverage, e.best_coverage, e.unknown_names,")
+                        " e.coverage, e.best_coverage, e.unknown_names, e.query_terms,")
 # The ranks the gap and overlap signals look at: fixed, so that they do not move with top_k
 # (each leg fetches at least 3 x top_k candidates, so from top_k = 2 on all five are there).
 EVIDENCE_DEPTH = 5

@@ -230,6 +230,14 @@ def test_questions_about_years_after_the_sources_abstain(diary: pgcite.Collectio
     assert cut.abstained and "1665 or earlier" in cut.trace[-1].detail
     fine = diary.answer("Was there a fire in London in 1666?", corpora=["A"])
     assert not fine.abstained
+    # a year that bounds the question from above asks about the time before it
+    for bounded in ("Was there a fire in London before 1667?",
+                    "What happened in London up to June 1667?"):
+        answer = diary.answer(bounded, cutoff=dt.date(1665, 12, 31), corpora=["A"])
+        assert not any("or earlier" in t.detail for t in answer.trace), bounded
+    after = diary.answer("What happened in London after 1667?", cutoff=dt.date(1665, 12, 31),
+                         generator=Exploding(), corpora=["A"])
+    assert after.abstained and "1665 or earlier" in after.trace[-1].detail
 
 
 def test_a_found_quoted_phrase_overrides_the_threshold(diary: pgcite.Collection) -> None:

@@ -51,6 +51,10 @@ PERSONA_ABSTENTION = "I did not write about that."
 PLAIN_ABSTENTION = "The sources do not answer this."
 EXCERPT_CHARS = 400
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+# A year that bounds the question from above ("before 1664", "up to June 1664") asks about the
+# time before it, which sources that end earlier do cover; only the other years count.
+_UPPER_BOUND = re.compile(r"\b(?:before|until|till|up\s+to|prior\s+to|by)\s+"
+                          r"(?:[A-Za-z]+\s+){0,2}(1[0-9]{3}|20[0-9]{2})\b", re.IGNORECASE)
 
 
 class AnswerOptions(BaseModel):
@@ -257,9 +261,10 @@ def _has_phrase(question: str) -> bool:
 
 def _asks_after_sources(question: str, hits: list[Hit]) -> str | None:
     """Sources cannot report what happened after they were written: if every year the question
-    names is later than the latest retrieved passage, say so (None otherwise). Undated passages
-    could be from any time, so they switch the rule off."""
-    years = [int(y) for y in _YEAR.findall(question)]
+    names is later than the latest retrieved passage, say so (None otherwise). Years that bound
+    the question from above ("before 1664") do not count. Undated passages could be from any
+    time, so they switch the rule off."""
+    years = [int(y) for y in _YEAR.findall(_UPPER_BOUND.sub(" ", question))]
     ends = [h.date_end or h.date_start for h in hits]
     if not years or not ends or any(d is None for d in ends):
         return None

@@ -15,6 +15,7 @@ must be the same, scores identical (max difference reported).
 
     python bench/scale.py --sizes 100000            # ~10 min on 2 cores
     python bench/scale.py --sizes 100000,1000000    # the 1M build takes far longer
+    python bench/scale.py --sizes 1000000 --results scale_segments   # other sizes' rows kept
 """
 
 from __future__ import annotations
@@ -274,7 +275,10 @@ def main() -> None:
     rng = np.random.default_rng(SEED)
     vocab = vocabulary()
     centroids = rng.normal(size=(2000, DIM)).astype(np.float32)
-    results: dict[str, Any] = {"dim": DIM, "words_per_chunk": WORDS_PER_CHUNK, "queries": QUERIES}
+    # sizes not run now keep their published rows (a 1M run alone leaves the 100k row as it was)
+    published = RESULTS / args.results / "summary.json"
+    results: dict[str, Any] = json.loads(published.read_text()) if published.exists() else {}
+    results.update({"dim": DIM, "words_per_chunk": WORDS_PER_CHUNK, "queries": QUERIES})
     with client() as c:
         for n in [int(x) for x in args.sizes.split(",")]:
             name = f"scale_{n // 1000}k"

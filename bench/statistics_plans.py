@@ -8,8 +8,8 @@ many chunk rows a plan reads, and whether the pruned keyword leg (keyword_top) r
 exhaustive leg's top-k.
 
     "no statistics":    every table of the collection cleared, as newly created
-    "chunks, postings": only chunks and segment_postings analyzed (autovacuum reaches tables
-                        one at a time, the big ones first; bench/scale.py analyzed these two
+    "chunks, postings": only chunks and segment_postings analyzed (autovacuum analyzes each
+                        table on its own schedule; bench/scale.py analyzed these two itself
                         before the refresh existed)
     "refreshed":        refresh_statistics as a first ingest runs it (the planned tables)
 

@@ -406,7 +406,7 @@ def test_many_ingests_then_optimize_stay_bounded(
 
 _DOWNGRADE = """
 DROP TABLE {s}.staged;  -- 0008
-DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0007
+DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0007, 0009
 DROP TABLE {s}.segment_blocks;
 DROP FUNCTION {s}.segment_blocks_fill() CASCADE;
 CREATE TABLE {s}.snapshot_members_t AS SELECT snapshot_id, version_pk FROM {s}.snapshot_members;

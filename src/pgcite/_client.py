@@ -79,6 +79,7 @@ from pgcite.store._snapshots import (
     lock_activations,
 )
 from pgcite.store._staged import StagedBuild, StagedSummary, build_staged, staged_summary
+from pgcite.store._statistics import refresh_statistics
 
 R = TypeVar("R", SearchResult, Answer)
 
@@ -488,8 +489,11 @@ class Collection:
             info = get_collection(conn, self.name)
         gated = activate and info.settings.golden is not None
         with self.client.db.transaction() as conn:
+            staged_chunks = staged_summary(conn, info).chunks
             report = build_staged(conn, info, spec=info.embedder, activate=activate and not gated,
                                   corpus_version=corpus_version)
+        with self.client.db.transaction() as conn:  # what the workers wrote is searchable now
+            refresh_statistics(conn, info, chunks_added=staged_chunks)
         if gated and report.snapshot_id is not None:
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)

@@ -70,6 +70,7 @@ from pgcite.store._snapshots import (
     member_versions,
 )
 from pgcite.store._staged import stage_versions
+from pgcite.store._statistics import refresh_statistics
 
 CHUNKER_VERSION = "1"
 STAGE_BATCH = 256  # documents per staging transaction: what a killed worker can lose at most
@@ -334,6 +335,8 @@ def ingest(
         if activate:
             activate_snapshot(conn, info, report.snapshot_id, spec=spec)
             report.activated = True
+    with db.transaction() as conn:  # after the commit: the build's transaction stays short
+        refresh_statistics(conn, info, chunks_added=report.chunks_added)
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

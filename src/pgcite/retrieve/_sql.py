@@ -116,7 +116,7 @@ kw_mass AS (
 _ALL_POSTINGS = "unnest(p.chunk_pks, p.tfs, p.lengths)"
 _TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}], p.tfs[1:{term_depth}],"
                  " p.lengths[1:{term_depth}])")
-# The pruned exact leg (migration 0007, keyword_top): the same top-k and scores as _KEYWORD's
+# The pruned exact leg (migrations 0007 and 0009, keyword_top): the same top-k and scores as _KEYWORD's
 # exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
 # itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold
 # and its top-k, so a filtered leg is exact and full too. The idf per lexeme comes from the list

@@ -169,7 +169,7 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
             " bm25_b FROM {s}.snapshots WHERE snapshot_id = %s RETURNING snapshot_id").format(
             s=s), (snap,)).fetchone()
         full = int(row[0])  # type: ignore[index]
-        index_snapshot(conn, col.info, full, None, live + added)
+        index_snapshot(conn, col.info, full, None, live + added)  # no base: all added
     full_s = time.perf_counter() - t0
     with col.client.db.connect(autocommit=True) as conn:
         conn.execute(sql.SQL("ANALYZE {s}.segment_postings").format(s=s))

@@ -31,23 +31,37 @@ MERGE_FACTOR = 10
 MAX_DELETED_SHARE = 0.3
 
 
+def member_delta(conn: psycopg.Connection, info: CollectionInfo, base_id: int | None,
+                 version_pks: Sequence[int]) -> tuple[list[int], list[int]]:
+    """(added, dropped): the versions of ``version_pks`` that ``base_id``'s members lack, and
+    the members it lacks (every version is added without a base). One pass over both sets: at
+    1M members each set difference costs about a second, and a build used to take it five
+    times over (10.8 s to add 100 documents)."""
+    if base_id is None:
+        return sorted(set(version_pks)), []
+    rows = conn.execute(sql.SQL(
+        "SELECT n.pk, o.version_pk FROM unnest(%(pks)s::bigint[]) AS n(pk)"
+        " FULL JOIN (SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %(base)s) o"
+        " ON o.version_pk = n.pk WHERE n.pk IS NULL OR o.version_pk IS NULL").format(
+        s=info.schema_id), {"pks": list(version_pks), "base": base_id}).fetchall()
+    added = sorted({new for new, old in rows if old is None})
+    dropped = sorted({old for new, old in rows if new is None})
+    return added, dropped
+
+
 def index_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
-                   base_id: int | None, version_pks: Sequence[int],
+                   base_id: int | None, added: Sequence[int], dropped: Sequence[int] = (),
                    staged_segments: Sequence[int] = ()) -> None:
-    """Give a new snapshot its members (``version_pks``), segments and statistics, from
-    ``base_id``'s: its segments are shared, with the versions it drops (and their chunks) marked
-    deleted, and the versions it adds go into one new segment. ``staged_segments``: segments
-    staging workers wrote already (store._staged); those of the added versions they index are
-    taken over as they are, and only the rest is indexed anew."""
+    """Give a new snapshot its segments and statistics from ``base_id``'s (:func:`member_delta`
+    gives ``added`` and ``dropped``): its segments are shared, with the versions it drops (and
+    their chunks) marked deleted, and the versions it adds go into one new segment.
+    ``staged_segments``: segments staging workers wrote already (store._staged); those of the
+    added versions they index are taken over as they are, and only the rest is indexed anew."""
     s = info.schema_id
-    added: list[int] = list(version_pks)
+    added = list(added)
     if base_id is not None:
         conn.execute(_INHERIT_SQL.format(s=s), {"sid": snapshot_id, "base": base_id,
-                                                "pks": list(version_pks)})
-        added = [r[0] for r in conn.execute(sql.SQL(
-            "SELECT unnest(%(pks)s::bigint[]) EXCEPT SELECT version_pk FROM {s}.snapshot_members"
-            " WHERE snapshot_id = %(base)s").format(s=s),
-            {"pks": list(version_pks), "base": base_id})]
+                                                "dropped": list(dropped)})
     if added and staged_segments:
         adopted = conn.execute(_ADOPT_SQL.format(s=s), {
             "sid": snapshot_id, "segs": sorted(set(staged_segments)), "added": added}).fetchall()
@@ -65,8 +79,7 @@ def index_snapshot(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: 
 # Rows written: one per segment, whatever the collection's size.
 _INHERIT_SQL = sql.SQL("""
 WITH dropped AS (
-    SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %(base)s
-    EXCEPT SELECT unnest(%(pks)s::bigint[])
+    SELECT unnest(%(dropped)s::bigint[]) AS version_pk
 ), hit AS (
     SELECT sv.segment_id, array_agg(sv.version_pk) AS pks
     FROM dropped JOIN {s}.segment_versions sv USING (version_pk)

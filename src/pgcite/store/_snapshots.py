@@ -27,7 +27,7 @@ from pgcite.store._collections import (
     set_embedder,
     vector_index_name,
 )
-from pgcite.store._segments import BM25_B, BM25_K1, index_snapshot
+from pgcite.store._segments import BM25_B, BM25_K1, index_snapshot, member_delta
 
 _CHUNK_COLUMNS = (
     "version_pk", "id", "document_id", "ordinal", "corpus", "date_start", "date_end", "author",
@@ -222,7 +222,11 @@ def build_snapshot(
     only the versions it lacks are indexed, so the cost is what changed. ``segments``: staged
     segments that index some of those versions already (store._staged); they are taken over."""
     pks = sorted(set(version_pks))
-    same = _identical_snapshot(conn, info, pks, spec, corpus_version)
+    base_id = _base_snapshot(conn, info, spec)
+    # the difference from the base, once: every step below costs what changed, not N
+    added, dropped = member_delta(conn, info, base_id, pks)
+    same = _identical_snapshot(conn, info, pks, spec, corpus_version, base_id,
+                               changed=bool(added or dropped))
     if same is not None:
         return same
     row = conn.execute(
@@ -234,11 +238,10 @@ def build_snapshot(
     ).fetchone()
     assert row is not None
     snapshot_id = int(row[0])
-    base_id = _base_snapshot(conn, info, spec)
-    _check_single_model(conn, info, pks, spec, base_id)
+    _check_single_model(conn, info, added, spec)
     # Membership is the snapshot's segments minus their deleted versions (migration 0006):
     # writing it is writing the segments, in proportion to what changed.
-    index_snapshot(conn, info, snapshot_id, base_id, pks, segments)
+    index_snapshot(conn, info, snapshot_id, base_id, added, dropped, segments)
     return snapshot_id
 
 
@@ -260,38 +263,44 @@ def _identical_snapshot(
     pks: list[int],
     spec: EmbedderSpec,
     corpus_version: str | None,
+    base_id: int | None,
+    *,
+    changed: bool,
 ) -> int | None:
+    """A ready snapshot with exactly these members: the base itself when nothing changed, else
+    one built after it (a build that was interrupted before its activation and is now run
+    again). Older snapshots are not compared: counting each one's members cost a pass over the
+    collection per snapshot, and missing one only means building an equal snapshot again."""
+    if base_id is None:
+        return None  # no ready snapshot of this model at all
     row = conn.execute(
         sql.SQL(
             "SELECT s.snapshot_id FROM {s}.snapshots s WHERE s.state = 'ready'"
             " AND s.embed_model = %(model)s AND s.corpus_version IS NOT DISTINCT FROM %(cv)s"
+            " AND (s.snapshot_id > %(base)s OR (s.snapshot_id = %(base)s AND NOT %(changed)s))"
             " AND (SELECT count(*) FROM {s}.snapshot_members m"
             "      WHERE m.snapshot_id = s.snapshot_id) = cardinality(%(pks)s::bigint[])"
             " AND NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
             "      WHERE m.snapshot_id = s.snapshot_id AND m.version_pk <> ALL(%(pks)s))"
             " ORDER BY s.snapshot_id DESC LIMIT 1"
         ).format(s=info.schema_id),
-        {"model": spec.model_key, "cv": corpus_version, "pks": pks},
+        {"model": spec.model_key, "cv": corpus_version, "pks": pks, "base": base_id,
+         "changed": changed},
     ).fetchone()
     return int(row[0]) if row else None
 
 
-# The members the base snapshot lacks (all of them without a base): only those can differ.
-_NEW_MEMBERS = sql.SQL("SELECT unnest(%(pks)s::bigint[]) EXCEPT SELECT b.version_pk"
-                       " FROM {s}.snapshot_members b WHERE b.snapshot_id = %(base)s")
-
-
 def _check_single_model(
-    conn: psycopg.Connection, info: CollectionInfo, pks: list[int], spec: EmbedderSpec,
-    base_id: int | None,
+    conn: psycopg.Connection, info: CollectionInfo, added: list[int], spec: EmbedderSpec,
 ) -> None:
-    new = _NEW_MEMBERS.format(s=info.schema_id)
-    ids = {"pks": pks, "base": base_id, "model": spec.model_key, "dim": spec.dim}
+    """The versions the base lacks (every one without a base) have this model's vectors: the
+    base's members passed this check when it was built."""
+    ids = {"pks": added, "model": spec.model_key, "dim": spec.dim}
     other = conn.execute(
         sql.SQL(
-            "SELECT DISTINCT c.embed_model FROM {s}.chunks c WHERE c.version_pk IN ({new})"
-            " AND c.embed_model <> %(model)s"
-        ).format(s=info.schema_id, new=new),
+            "SELECT DISTINCT c.embed_model FROM {s}.chunks c"
+            " WHERE c.version_pk = ANY(%(pks)s::bigint[]) AND c.embed_model <> %(model)s"
+        ).format(s=info.schema_id),
         ids,
     ).fetchall()
     if other:
@@ -303,8 +312,9 @@ def _check_single_model(
     wrong = conn.execute(
         sql.SQL(
             "SELECT c.id, vector_dims(c.embedding) FROM {s}.chunks c"
-            " WHERE c.version_pk IN ({new}) AND vector_dims(c.embedding) <> %(dim)s LIMIT 1"
-        ).format(s=info.schema_id, new=new),
+            " WHERE c.version_pk = ANY(%(pks)s::bigint[]) AND vector_dims(c.embedding) <> %(dim)s"
+            " LIMIT 1"
+        ).format(s=info.schema_id),
         ids,
     ).fetchone()
     if wrong:

@@ -21,7 +21,7 @@ from pgcite._camel import CAMEL, CamelModel
 from pgcite.retrieve._filters import CompiledFilter, Filters, compile_filters
 from pgcite.retrieve._hits import Hit
 from pgcite.store._collections import CollectionInfo
-from pgcite.store._entities import canonical_sql, entity_key
+from pgcite.store._entities import TITLES, canonical_sql, entity_key
 from pgcite.store._snapshots import SnapshotInfo
 
 # The chunks a request may see: the snapshot's members under its filters (alias c).
@@ -58,6 +58,14 @@ MIN_PASSAGES = 50
 # Rhodes", "Vincent de Paul").
 _CONNECTORS = frozenset({"of", "the", "de", "la", "le", "du", "des", "van", "von", "der", "da",
                          "di"})
+# Month and weekday names are capitalised but name a date, not a person or place: "Who did
+# Pepys dine with in June 1665?" asks nothing of an entity "June" (spaCy tags such words PERSON
+# or ORG now and then, so the name would match). After a title they are a name ("Mr. May").
+_CALENDAR = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday",
+    "saturday", "sunday"})
 _WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*\.?", re.UNICODE)
 
 
@@ -138,7 +146,8 @@ def query_candidates(query: str) -> list[str]:
     Charles" of "King Charles II") nor what follows its "of" ("London" of "Great Fire of
     London"): those name something else than the phrase does, and boosting them lowered
     fact questions on the Pepys golden set (bench/results/entities/report.md). Without any
-    capital every run counts."""
+    capital every run counts. A month or weekday name is never a name of its own ("June",
+    "Monday"): it dates the question, it does not name whom it is about."""
     words = _WORD.findall(query)
     if not any(w[:1].isupper() for w in words):
         runs = [words[start: start + n] for n in range(MAX_NGRAM, 0, -1)
@@ -148,6 +157,8 @@ def query_candidates(query: str) -> list[str]:
                        for tail in _tails(phrase)), key=len, reverse=True)
     keys: list[str] = []
     for run in runs:
+        if all(_is_date_word(word, "") for word in run):
+            continue
         key = entity_key(" ".join(run))
         if key and key not in keys and not key.isdigit():
             keys.append(key)
@@ -159,7 +170,7 @@ def _capitalised_phrases(words: list[str]) -> list[list[str]]:
     phrases: list[list[str]] = []
     current: list[str] = []
     for i, word in enumerate(words):
-        if word[:1].isupper():
+        if word[:1].isupper() and not _is_date_word(word, words[i - 1] if i else ""):
             current.append(word)
             continue
         joins = (word in _CONNECTORS and bool(current) and i + 1 < len(words)
@@ -173,6 +184,12 @@ def _capitalised_phrases(words: list[str]) -> list[list[str]]:
     if current:
         phrases.append(current)
     return phrases
+
+
+def _is_date_word(word: str, before: str) -> bool:
+    """A month or weekday name ("June", "Monday", "Sept."), unless a title comes before it."""
+    return (word.rstrip(".").casefold() in _CALENDAR
+            and before.rstrip(".").casefold() not in TITLES)
 
 
 def _tails(phrase: list[str]) -> list[list[str]]:
@@ -211,8 +228,9 @@ _VISIBLE_COUNT = "SELECT count(*) FROM {s}.chunks c WHERE {where_visible}"
 def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
               query: str, filters: Filters) -> list[QueryEntity]:
     """The entities the query names, as the visible passages know them (with aliases):
-    longest names first, words used by a longer name not counted again, and none that more
-    than MAX_SHARE of the passages mention."""
+    longest names first, a name whose words all belong to a longer one found not counted
+    again ("penn" of "w penn"; but two names may share an initial: "Sir W. Penn with Sir W.
+    Batten"), and none that more than MAX_SHARE of the passages mention."""
     candidates = query_candidates(query)
     if not candidates:
         return []
@@ -233,7 +251,7 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
         if entity in authors or key in authors:
             continue  # the documents' own author ("Pepys" in his diary) tells no passage apart
         common = total >= MIN_PASSAGES and chunks > MAX_SHARE * total
-        if words & used or entity in {e.key for e in found} or common:
+        if words <= used or entity in {e.key for e in found} or common:
             continue
         used |= words
         found.append(QueryEntity(key=entity, text=key, chunks=chunks,

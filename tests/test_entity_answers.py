@@ -13,6 +13,7 @@ from psycopg import sql
 import pgcite
 from pgcite.retrieve._entities import query_candidates, recognise
 from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._route import entity_ask, entity_question
 from tests.test_entities import _has_model
 
 CUTOFF = "1666-12-31"
@@ -48,6 +49,19 @@ def _doc(citation: str) -> str:
 
 
 # -- the question side (no model, no database) ---------------------------------------------------
+
+@pytest.mark.parametrize(("question", "ask"), [
+    ("Who was with Sir W. Batten?", "who"), ("With whom did Pepys dine?", "who"),
+    ("whose coach was it", "who"), ("Where did Pepys meet the Duke?", "where"),
+    ("How often did Pepys see Sir W. Penn?", "how often"),
+    ("How many times was he at Deptford?", "how often"),
+    ("How many ships were lost?", None), ("What did Pepys eat?", None), ("", None),
+])
+def test_entity_ask_reads_who_where_and_how_often(question: str, ask: str | None) -> None:
+    assert entity_ask(question) == ask
+    if ask is not None:  # the router boosts them all
+        assert entity_question(question) == f"asks {ask}"
+
 
 def test_month_and_weekday_names_are_no_query_entities() -> None:
     keys = query_candidates("Who dined with Sir W. Batten in May 1662?")

@@ -113,4 +113,60 @@ def test_a_month_name_in_the_question_is_not_its_entity(navy: pgcite.Collection)
         both = recognise(conn, view.info, view.snapshot,
                          "How often was Sir W. Penn with Sir W. Batten?", Filters())
     assert [e.key for e in both] == ["william penn", "w batten"]
+    # so Mr. May is among those named with Batten, not taken for the question's entity
+    evidence = view.entity_evidence("Who dined with Sir W. Batten in May?")
+    assert evidence is not None and evidence.anchor.key == "w batten"
+    assert "may" in {e.key for e in evidence.entities}
     assert [e.key for e in dated] == ["w batten"]
+
+
+@needs_model
+def test_evidence_ranks_the_asked_kind_and_holds_the_cutoff(navy: pgcite.Collection) -> None:
+    view = navy.view()
+    cut = view.entity_evidence(WHO, filters=Filters(cutoff=CUTOFF), citations=5)
+    assert cut is not None and cut.ask == "who" and cut.anchor.key == "w batten"
+    people = {e.key: e for e in cut.entities}
+    assert people and all(e.label in ("PERSON", "PER") for e in cut.entities)
+    assert "w batten" not in people and "pett" not in people  # only 1667 names Pett
+    assert people["coventry"].chunks == 1 and people["coventry"].citations == ["e-1663-a"]
+    assert {h.id for h in cut.passages} == {c for e in cut.entities for c in e.citations}
+    for passage in cut.passages:  # never after the cutoff, and every one names both
+        assert passage.date_end is not None and passage.date_end.isoformat() <= CUTOFF
+    for entity in cut.entities:
+        for citation in entity.citations:
+            assert {"w batten", entity.key} <= _entities_of(navy, citation)
+    every = view.entity_evidence(WHO)  # the filter, not the data, kept 1667 out
+    assert every is not None and "pett" in {e.key for e in every.entities}
+    assert "e-1667" in {_doc(h.id) for h in every.passages}
+    # the same filters as a search: a corpus nothing is in sees no entity at all
+    assert view.entity_evidence(WHO, filters=Filters(corpora=["Z"])) is None
+    assert view.entity_evidence("What did Sir W. Batten eat?") is None  # not an entity ask
+
+
+@needs_model
+def test_evidence_cites_the_preferred_passages_first(navy: pgcite.Collection) -> None:
+    view = navy.view()
+    oldest = view.entity_evidence(WHO, citations=1)
+    assert oldest is not None
+    penn = next(e for e in oldest.entities if e.key == "william penn")
+    assert penn.chunks == 2 and penn.citations == ["e-1660-a"]  # oldest first by default
+    preferred = view.entity_evidence(WHO, citations=1, prefer=["e-lute-a", "e-1667-a"])
+    assert preferred is not None
+    assert next(e for e in preferred.entities
+                if e.key == "william penn").citations == ["e-1667-a"]
+    where = view.entity_evidence("Where did Sir W. Batten go?")
+    assert where is not None and where.ask == "where"
+    assert {e.key for e in where.entities} == {"king head", "chatham"}  # FAC, GPE: places
+
+
+@needs_model
+def test_how_often_counts_one_entity_or_two_together(navy: pgcite.Collection) -> None:
+    view = navy.view()
+    pair = view.entity_evidence("How often was Sir W. Penn with Sir W. Batten?",
+                                filters=Filters(cutoff=CUTOFF))
+    assert pair is not None and pair.ask == "how often"
+    assert [(e.key, e.chunks) for e in pair.entities] == [("w batten", 1)]
+    assert [_doc(h.id) for h in pair.passages] == ["e-1660"]
+    alone = view.entity_evidence("How often did Pepys see Sir W. Batten?")
+    assert alone is not None and alone.entities == [alone.anchor] and alone.anchor.chunks == 5
+    assert set(alone.anchor.citations) <= {h.id for h in alone.passages}

@@ -34,7 +34,7 @@ from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
 from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
 from pgcite.llm import ChatModel, LLMConfig
 from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
-from pgcite.retrieve._entities import EntitiesResult, EntityEdge, RelatedEntity
+from pgcite.retrieve._entities import EntitiesResult, EntityEdge, EntityEvidence, RelatedEntity
 from pgcite.retrieve._hits import StageEvent
 from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
 from pgcite.retrieve._rerank import Reranker
@@ -71,6 +71,7 @@ __all__ = [
     "EmbedderSpec",
     "EntitiesResult",
     "EntityEdge",
+    "EntityEvidence",
     "EvalSummary",
     "ExternalSearch",
     "FieldMapping",

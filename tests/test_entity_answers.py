@@ -6,6 +6,8 @@ Python, the CLI, HTTP and MCP; and ``entity_facts=False`` leaves the answer as i
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterator
 
 import pytest
 from psycopg import sql
@@ -113,11 +115,11 @@ def test_a_month_name_in_the_question_is_not_its_entity(navy: pgcite.Collection)
         both = recognise(conn, view.info, view.snapshot,
                          "How often was Sir W. Penn with Sir W. Batten?", Filters())
     assert [e.key for e in both] == ["william penn", "w batten"]
+    assert [e.key for e in dated] == ["w batten"]
     # so Mr. May is among those named with Batten, not taken for the question's entity
     evidence = view.entity_evidence("Who dined with Sir W. Batten in May?")
     assert evidence is not None and evidence.anchor.key == "w batten"
     assert "may" in {e.key for e in evidence.entities}
-    assert [e.key for e in dated] == ["w batten"]
 
 
 @needs_model
@@ -170,3 +172,119 @@ def test_how_often_counts_one_entity_or_two_together(navy: pgcite.Collection) ->
     alone = view.entity_evidence("How often did Pepys see Sir W. Batten?")
     assert alone is not None and alone.entities == [alone.anchor] and alone.anchor.chunks == 5
     assert set(alone.anchor.citations) <= {h.id for h in alone.passages}
+
+
+@needs_model
+def test_the_answer_states_graph_facts_citing_passages_that_name_both(
+        navy: pgcite.Collection) -> None:
+    answer = navy.answer(WHO, cutoff=CUTOFF, threshold=0.0)
+    assert not answer.abstained and answer.entities
+    assert answer.answer.startswith("People named with W. Batten: ")
+    sources = {s.id for s in answer.sources}
+    assert set(answer.citations) <= sources
+    assert not {_doc(s) for s in sources} & AFTER_CUTOFF
+    for fact in answer.entities:
+        assert fact.ask == "who" and fact.anchor == "W. Batten" and fact.citations
+        assert fact.name in answer.answer
+        for citation in fact.citations:
+            assert citation in answer.citations and f"[{citation}]" in answer.answer
+            assert {"w batten", fact.key} <= _entities_of(navy, citation)
+    assert any(t.step == "entities" for t in answer.trace)
+    # off: no facts, and the rest of the answer exactly as with them
+    plain = navy.answer(WHO, cutoff=CUTOFF, threshold=0.0, entity_facts=False)
+    assert plain.entities == [] and not plain.abstained
+    assert answer.answer.endswith(plain.answer)
+    assert "People named with" not in plain.answer
+    fact_text = answer.answer[: len(answer.answer) - len(plain.answer)]
+    assert re.fullmatch(r"People named with W\. Batten: .+\. ", fact_text)
+
+
+@needs_model
+def test_other_questions_and_abstentions_state_no_facts(navy: pgcite.Collection) -> None:
+    other = navy.answer("What did Sir W. Batten view at Woolwich?", threshold=0.0)
+    assert other.entities == [] and "named with" not in other.answer
+    refused = navy.answer(WHO, threshold=0.99)  # abstains before any fact is looked up
+    assert refused.abstained and refused.entities == [] and refused.citations == []
+
+
+# -- the same over the CLI, HTTP and MCP ---------------------------------------------------------
+
+@needs_model
+def test_cli_ask_json_has_the_entities(navy: pgcite.Collection, settings: pgcite.Settings,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    base = ["ask", navy.name, WHO, "--cutoff", CUTOFF, "--threshold", "0", "--json"]
+    result = CliRunner().invoke(app, base)
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["entities"] and {"ask", "anchor", "name", "key", "label", "passages",
+                                 "citations"} <= set(body["entities"][0])
+    cited = {c for e in body["entities"] for c in e["citations"]}
+    assert cited <= set(body["citations"]) and not {_doc(c) for c in cited} & AFTER_CUTOFF
+    off = CliRunner().invoke(app, [*base, "--no-entity-facts"])
+    assert off.exit_code == 0, off.output
+    assert json.loads(off.output)["entities"] == []
+
+
+@pytest.fixture(scope="module")
+def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
+    from fastapi.testclient import TestClient
+
+    from pgcite.service import ServiceConfig, create_app, create_key
+
+    with client.db.transaction() as conn:
+        token = create_key(conn, navy.name, "reader").token
+    app = create_app(client=client, config=ServiceConfig(warm_up=False))
+    with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as test_client:
+        yield test_client
+
+
+@needs_model
+def test_http_answer_has_the_entities(api: object) -> None:
+    from fastapi.testclient import TestClient
+
+    assert isinstance(api, TestClient)
+    url = "/v1/collections/entity_answers/answer"
+    body = {"question": WHO, "cutoff": CUTOFF, "threshold": 0}
+    resp = api.post(url, json=body)
+    assert resp.status_code == 200, resp.text
+    facts = resp.json()["entities"]
+    assert facts and all(f["citations"] for f in facts)
+    cited = {c for f in facts for c in f["citations"]}
+    assert cited <= set(resp.json()["citations"]) and not {_doc(c) for c in cited} & AFTER_CUTOFF
+    off = api.post(url, json={**body, "entity_facts": False})
+    assert off.status_code == 200, off.text
+    assert off.json()["entities"] == [] and "named with" not in off.json()["answer"]
+
+
+@needs_model
+def test_mcp_answer_tool_has_the_entities(client: pgcite.Client,
+                                          navy: pgcite.Collection) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    import asyncio
+
+    from mcp import Client
+
+    from pgcite.mcp import build_server, open_access
+
+    server = build_server(lambda ctx: open_access(client, None))
+
+    async def main(**extra: object) -> dict[str, object]:
+        async with Client(server) as session:
+            result = await session.call_tool("answer", {
+                "collection": navy.name, "question": WHO, "cutoff": CUTOFF, **extra})
+        assert not result.is_error, result.content  # type: ignore[attr-defined]
+        return result.structured_content  # type: ignore[attr-defined,no-any-return]
+
+    data = asyncio.run(main())
+    facts = data["entities"]
+    assert isinstance(facts, list) and facts
+    cited = {c for f in facts for c in f["citations"]}
+    assert cited <= set(data["citations"])  # type: ignore[arg-type]
+    assert not {_doc(c) for c in cited} & AFTER_CUTOFF
+    assert asyncio.run(main(entity_facts=False))["entities"] == []

@@ -26,7 +26,15 @@ from pgcite._errors import (
 )
 from pgcite._gate_settings import GateSettings
 from pgcite._types import Fusion, Mode
-from pgcite.answer import Answer, Generator, GeneratorConfig, SearchFn, Source, TraceEvent
+from pgcite.answer import (
+    Answer,
+    EntityFact,
+    Generator,
+    GeneratorConfig,
+    SearchFn,
+    Source,
+    TraceEvent,
+)
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.config import Settings
 from pgcite.embed import Embedder, EmbedderSpec
@@ -72,6 +80,7 @@ __all__ = [
     "EntitiesResult",
     "EntityEdge",
     "EntityEvidence",
+    "EntityFact",
     "EvalSummary",
     "ExternalSearch",
     "FieldMapping",

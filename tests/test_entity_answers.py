@@ -32,6 +32,11 @@ DOCS = [
     {"_id": "e-1663", "date": "1663-08-14",
      "text": "Up, and with Sir W. Batten and Mr. Coventry to Whitehall, where we met the "
              "Duke of York."},
+    {"_id": "e-1664", "date": "1664-03-05",
+     "text": "At the office all the morning with Sir W. Batten and Mr. Coventry about the "
+             "victualling of the fleet."},
+    {"_id": "e-1666", "date": "1666-02-10",
+     "text": "Sir W. Batten and Mr. Coventry and I by barge to Woolwich to see the new ship."},
     {"_id": "e-1665", "date": "1665-07-01",
      "text": "To Woolwich with Sir W. Batten, where we viewed the rope-yard and dined at the "
              "King's Head."},
@@ -130,7 +135,8 @@ def test_evidence_ranks_the_asked_kind_and_holds_the_cutoff(navy: pgcite.Collect
     people = {e.key: e for e in cut.entities}
     assert people and all(e.label in ("PERSON", "PER") for e in cut.entities)
     assert "w batten" not in people and "pett" not in people  # only 1667 names Pett
-    assert people["coventry"].chunks == 1 and people["coventry"].citations == ["e-1663-a"]
+    assert people["coventry"].chunks == 3
+    assert people["coventry"].citations == ["e-1663-a", "e-1664-a", "e-1666-a"]  # oldest first
     assert {h.id for h in cut.passages} == {c for e in cut.entities for c in e.citations}
     for passage in cut.passages:  # never after the cutoff, and every one names both
         assert passage.date_end is not None and passage.date_end.isoformat() <= CUTOFF
@@ -158,7 +164,7 @@ def test_evidence_cites_the_preferred_passages_first(navy: pgcite.Collection) ->
                 if e.key == "william penn").citations == ["e-1667-a"]
     where = view.entity_evidence("Where did Sir W. Batten go?")
     assert where is not None and where.ask == "where"
-    assert {e.key for e in where.entities} == {"king head", "chatham"}  # FAC, GPE: places
+    assert {e.key for e in where.entities} == {"woolwich", "king head", "chatham"}  # GPE, FAC
 
 
 @needs_model
@@ -170,7 +176,7 @@ def test_how_often_counts_one_entity_or_two_together(navy: pgcite.Collection) ->
     assert [(e.key, e.chunks) for e in pair.entities] == [("w batten", 1)]
     assert [_doc(h.id) for h in pair.passages] == ["e-1660"]
     alone = view.entity_evidence("How often did Pepys see Sir W. Batten?")
-    assert alone is not None and alone.entities == [alone.anchor] and alone.anchor.chunks == 5
+    assert alone is not None and alone.entities == [alone.anchor] and alone.anchor.chunks == 7
     assert set(alone.anchor.citations) <= {h.id for h in alone.passages}
 
 
@@ -197,6 +203,29 @@ def test_the_answer_states_graph_facts_citing_passages_that_name_both(
     assert "People named with" not in plain.answer
     fact_text = answer.answer[: len(answer.answer) - len(plain.answer)]
     assert re.fullmatch(r"People named with W\. Batten: .+\. ", fact_text)
+
+
+@needs_model
+def test_only_facts_that_aggregate_passages_are_stated(navy: pgcite.Collection) -> None:
+    from pgcite.answer._facts import MIN_EACH, MIN_TOP
+
+    answer = navy.answer(WHO, threshold=0.0)
+    assert answer.entities and answer.entities[0].passages >= MIN_TOP
+    assert all(f.passages >= MIN_EACH for f in answer.entities)
+    evidence = navy.view().entity_evidence(WHO)
+    assert evidence is not None and "may" in {e.key for e in evidence.entities}
+    assert "may" not in {f.key for f in answer.entities}  # one passage: the quotes carry it
+    # the people named with Mr. May are each named with him once: nothing to aggregate
+    few = navy.answer("Who dined with Mr. May?", threshold=0.0)
+    assert not few.abstained and few.entities == []
+    # how often: the count is the answer (of a person or a place) ...
+    often = navy.answer("How often did Pepys see Sir W. Batten?", threshold=0.0)
+    assert [(f.key, f.passages) for f in often.entities] == [("w batten", 7)]
+    assert often.answer.startswith("W. Batten is named in 7 passages [")
+    # ... but not of an organisation ("the Navy" is no one to see)
+    navy_often = navy.view().entity_evidence("How often is the Navy named?")
+    assert navy_often is not None and navy_often.anchor.label == "ORG"
+    assert navy.answer("How often is the Navy named?", threshold=0.0).entities == []
 
 
 @needs_model

@@ -22,7 +22,7 @@ from pgcite.retrieve._filters import CompiledFilter, Filters, compile_filters
 from pgcite.retrieve._hits import Hit
 from pgcite.retrieve._route import EntityAsk, entity_ask
 from pgcite.store._collections import CollectionInfo
-from pgcite.store._entities import TITLES, canonical_sql, entity_key
+from pgcite.store._entities import TITLES, canonical_sql, entity_key, entity_keys_sql
 from pgcite.store._snapshots import SnapshotInfo
 
 # The chunks a request may see: the snapshot's members under its filters (alias c).
@@ -33,7 +33,7 @@ _VISIBLE_WHERE = """c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
   AND {filters}"""
 _VISIBLE = """
 visible AS (
-    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c WHERE {where_visible}
+    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c WHERE {where_visible} AND {naming}
 ), mentions AS (
     -- one row per (passage, entity): two spellings of one entity in a passage count once
     SELECT v.chunk_pk, v.id, v.date_end, {canonical} AS entity, min(ce.label) AS label,
@@ -129,11 +129,17 @@ def _where_visible(info: CollectionInfo, compiled: CompiledFilter) -> sql.Compos
     return sql.SQL(_VISIBLE_WHERE).format(s=info.schema_id, filters=compiled.sql())
 
 
-def _visible(info: CollectionInfo, snapshot: SnapshotInfo,
-             filters: Filters) -> tuple[sql.Composed, CompiledFilter]:
+def _visible(info: CollectionInfo, snapshot: SnapshotInfo, filters: Filters,
+             naming: sql.Composable | None = None) -> tuple[sql.Composed, CompiledFilter]:
+    """The visible and mentions CTEs; ``naming``: only the passages that name one of a set of
+    stored keys (an expression for that set), found through the key index -- what ``near``
+    reads, so it never groups the entities of every visible passage."""
     compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
+    where_naming: sql.Composable = sql.SQL("true") if naming is None else sql.SQL(
+        "c.chunk_pk IN (SELECT n.chunk_pk FROM {s}.chunk_entities n WHERE n.key IN {keys})"
+    ).format(s=info.schema_id, keys=naming)
     ctes = sql.SQL(_VISIBLE).format(
-        s=info.schema_id, where_visible=_where_visible(info, compiled),
+        s=info.schema_id, where_visible=_where_visible(info, compiled), naming=where_naming,
         canonical=canonical_sql(info.schema_id, sql.SQL("ce.key")))
     return ctes, compiled
 
@@ -342,7 +348,14 @@ def related_entities(conn: psycopg.Connection, info: CollectionInfo, snapshot: S
     passages that also mention that entity (itself left out) -- each with citation ids.
     ``only``: just these canonical keys. ``prefer``: citation ids to cite first where they
     back an entity (an answer's retrieved passages); then the oldest."""
-    visible, compiled = _visible(info, snapshot, filters)
+    naming: sql.Composable | None = None
+    if near is not None:  # every passage that counts names the anchor
+        naming = entity_keys_sql(info.schema_id, sql.Placeholder("near"))
+    elif only is not None:  # ... or one of these (canonical keys: themselves or an alias)
+        naming = sql.SQL("(SELECT unnest(%(only)s::text[]) UNION SELECT a.alias FROM"
+                         " {s}.entity_aliases a WHERE a.canonical = ANY(%(only)s::text[]))"
+                         ).format(s=info.schema_id)
+    visible, compiled = _visible(info, snapshot, filters, naming)
     params: dict[str, Any] = {**compiled.params, "snapshot_id": snapshot.snapshot_id,
                               "limit": limit, "citations": citations, "prefer": list(prefer)}
     anchor: sql.Composable = sql.SQL(_NO_ANCHOR)

@@ -14,7 +14,7 @@ from psycopg import sql
 
 import pgcite
 from pgcite.retrieve._entities import query_candidates, recognise
-from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._filters import Filters, MetadataPredicate
 from pgcite.retrieve._route import entity_ask, entity_question
 from tests.test_entities import _has_model
 
@@ -29,10 +29,10 @@ DOCS = [
     {"_id": "e-1662", "date": "1662-05-02",
      "text": "This day Mr. May dined with Sir W. Batten and me at the Dolphin, and after "
              "dinner to Deptford."},
-    {"_id": "e-1663", "date": "1663-08-14",
+    {"_id": "e-1663", "date": "1663-08-14", "room": "court",
      "text": "Up, and with Sir W. Batten and Mr. Coventry to Whitehall, where we met the "
              "Duke of York."},
-    {"_id": "e-1664", "date": "1664-03-05",
+    {"_id": "e-1664", "date": "1664-03-05", "room": "office",
      "text": "At the office all the morning with Sir W. Batten and Mr. Coventry about the "
              "victualling of the fleet."},
     {"_id": "e-1666", "date": "1666-02-10",
@@ -146,8 +146,15 @@ def test_evidence_ranks_the_asked_kind_and_holds_the_cutoff(navy: pgcite.Collect
     every = view.entity_evidence(WHO)  # the filter, not the data, kept 1667 out
     assert every is not None and "pett" in {e.key for e in every.entities}
     assert "e-1667" in {_doc(h.id) for h in every.passages}
-    # the same filters as a search: a corpus nothing is in sees no entity at all
+    # the same filters as a search: a corpus nothing is in sees no entity at all, and a
+    # metadata predicate keeps only its passages
     assert view.entity_evidence(WHO, filters=Filters(corpora=["Z"])) is None
+    court = view.entity_evidence(WHO, filters=Filters(metadata=[
+        MetadataPredicate(key="room", value="court")]))
+    assert court is not None and {h.id for h in court.passages} == {"e-1663-a"}
+    assert [(e.key, e.chunks) for e in court.entities] == [("coventry", 1)]
+    search = navy.search(WHO, filters={"metadata": [{"key": "room", "value": "court"}]})
+    assert {h.id for h in search.hits} == {"e-1663-a"}  # what the search sees, too
     assert view.entity_evidence("What did Sir W. Batten eat?") is None  # not an entity ask
 
 

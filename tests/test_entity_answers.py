@@ -243,6 +243,20 @@ def test_other_questions_and_abstentions_state_no_facts(navy: pgcite.Collection)
     assert refused.abstained and refused.entities == [] and refused.citations == []
 
 
+@needs_model
+def test_a_streamed_answer_gets_its_facts_in_the_final_event(navy: pgcite.Collection) -> None:
+    from pgcite._streaming import Delta, Final, stream_answer
+
+    events = list(stream_answer(navy, WHO, cutoff=CUTOFF, threshold=0.0))
+    final = events[-1]
+    assert isinstance(final, Final) and final.answer.entities
+    streamed = "".join(e.text for e in events if isinstance(e, Delta))
+    # the quotes stream as they are written; the facts come with the checked answer, so the
+    # client is told to show the final text
+    assert "named with" not in streamed and final.replaced
+    assert final.answer.answer.endswith(streamed.strip()) and final.removed_citations == []
+
+
 # -- the same over the CLI, HTTP and MCP ---------------------------------------------------------
 
 @needs_model

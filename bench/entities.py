@@ -10,9 +10,21 @@
    on every question: how many of the expected people/places each
    surfaces, whether each entity's citations really mention the anchor, and cutoff violations on
    every path (search, filter, boost, near, graph).
+3. The same who/where set answered (``Collection.answer``, its defaults, the question's cutoff)
+   without and with the entity graph's facts (``entity_facts``): answer recall (share of the
+   expected people/places named in the answer), support (share of cited passages that mention
+   the anchor and, for a fact's citation, the entity it states), citations per answer,
+   abstentions and cutoff violations (cited or given passages after the cutoff).
 
-    python bench/entities.py            # a subset of the diary (see --subset), all queries
-    python bench/entities.py --full     # the whole diary (needs the full embedding, ~1 h on 2 cores)
+4. With --xquad: the who/where/how-often questions of XQuAD en (factoid questions, mostly not
+   about companions) answered the same two ways, scored against their gold answers
+   (containment, first-sentence containment, citation precision): what the facts cost where
+   they are not what was asked.
+
+    python bench/entities.py                 # a subset of the diary (see --subset), all queries
+    python bench/entities.py --answers-only  # only part 3 (the rest of summary.json is kept)
+    python bench/entities.py --answers-only --xquad   # parts 3 and 4
+    python bench/entities.py --full          # the whole diary (the full embedding, ~1 h on 2 cores)
 
 Writes bench/results/entities/ (summary.json, report.md) and the golden-set report beside it.
 """
@@ -20,12 +32,14 @@ Writes bench/results/entities/ (summary.json, report.md) and the golden-set repo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import re
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +207,134 @@ def whowhere(col: pgcite.Collection) -> dict[str, Any]:
             "per_question": per_question}
 
 
+ANSWERS = {"answer (entity_facts=False)": False, "answer (entity facts, the default)": True,
+           "answer (entity facts without their rules: every one stated)": True}
+UNRULED = "answer (entity facts without their rules: every one stated)"
+
+
+@contextlib.contextmanager
+def facts_rules(name: str) -> Iterator[None]:
+    """The answerer's rules for stating a fact (pgcite.answer._facts: MIN_TOP, MIN_EACH, the
+    labels a count is stated for) switched off for the UNRULED row: the ablation."""
+    from pgcite.answer import _facts
+    from pgcite.retrieve._entities import KIND_LABELS
+
+    kept = (_facts.MIN_TOP, _facts.MIN_EACH, _facts._COUNTED)
+    if name == UNRULED:
+        _facts.MIN_TOP, _facts.MIN_EACH = 1, 1
+        _facts._COUNTED = frozenset(label for labels in KIND_LABELS.values()
+                                    for label in labels) | {"EVENT", "WORK_OF_ART", "MISC"}
+    try:
+        yield
+    finally:
+        _facts.MIN_TOP, _facts.MIN_EACH, _facts._COUNTED = kept
+# Leading initials and titles of a stated name ("W. Batten", "Sir G. Carteret"): the passage
+# must name the rest.
+_NAME_SKIP = re.compile(r"^(?:[A-Z]\.|sir|lord|lady|mr|mrs|dr|the)\.?$", re.IGNORECASE)
+
+
+def _name_pattern(name: str) -> str:
+    words = name.split()
+    while len(words) > 1 and _NAME_SKIP.match(words[0]):
+        words = words[1:]
+    return r"\b" + r"\s+".join(re.escape(w) for w in words) + r"\b"
+
+
+def whowhere_answers(col: pgcite.Collection) -> dict[str, Any]:
+    """The who/where set answered without and with the entity facts (see the module doc)."""
+    questions = read_jsonl(WHOWHERE)
+    metrics: dict[str, dict[str, list[float]]] = {name: {} for name in ANSWERS}
+    violations = dict.fromkeys(ANSWERS, 0)
+    per_question = []
+    for q in questions:
+        row: dict[str, Any] = {"id": q["id"]}
+        for name, facts in ANSWERS.items():
+            started = time.perf_counter()
+            with facts_rules(name):
+                answer = col.answer(q["question"], cutoff=q["cutoff"], entity_facts=facts)
+            took = (time.perf_counter() - started) * 1000
+            bodies = _dates(col, {s.id for s in answer.sources})
+            stated: dict[str, list[str]] = {}
+            for fact in answer.entities:
+                for citation in fact.citations:
+                    stated.setdefault(citation, []).append(_name_pattern(fact.name))
+            supported = [bool(re.search(q["anchor"], bodies[c][1])) and all(
+                re.search(p, bodies[c][1], re.IGNORECASE) for p in stated.get(c, []))
+                for c in answer.citations if c in bodies]
+            m = metrics[name]
+            for metric, value in (
+                    ("recall", len(_found(q["expected"], [answer.answer])) / len(q["expected"])),
+                    ("abstained", float(answer.abstained)), ("ms", took)):
+                m.setdefault(metric, []).append(value)
+            if not answer.abstained:
+                m.setdefault("citations", []).append(len(answer.citations))
+                m.setdefault("support", []).append(
+                    sum(supported) / len(supported) if supported else 0.0)
+            violations[name] += _violations(col, {s.id for s in answer.sources}, q["cutoff"])
+            row[name] = {"abstained": answer.abstained, "citations": len(answer.citations),
+                         "entities": [f"{e.name} ({e.passages})" for e in answer.entities]}
+        per_question.append(row)
+    table = {name: {metric: round(statistics.fmean(v), 3) for metric, v in m.items()}
+             for name, m in metrics.items()}
+    return {"questions": len(questions), "answers": table, "cutoff_violations": violations,
+            "per_question": per_question}
+
+
+def xquad_answers(c: pgcite.Client) -> dict[str, Any]:
+    """XQuAD en's who/where/how-often questions answered without and with the entity facts
+    (a collection of its own, with entities: ``xquad_en_entities``)."""
+    from pgcite.evaluate._answers import collection_passages, score_answer, summarize
+    from pgcite.retrieve._route import entity_ask
+
+    root = DATA / "xquad" / "en"
+    golden = load_golden(root)
+    col = ensure_collection(c, "xquad_en_entities", [root / "corpus.jsonl"])
+    passages = collection_passages(col.view())
+    queries = [q for q in golden.queries if entity_ask(q.text) is not None]
+    out: dict[str, Any] = {"questions": len(queries), "of": len(golden.queries), "answers": {}}
+    for name, facts in ANSWERS.items():
+        records, stated = [], 0
+        for q in queries:
+            started = time.perf_counter()
+            with facts_rules(name):
+                answer = col.answer(q.text, entity_facts=facts)
+            stated += bool(answer.entities)
+            records.append(score_answer(
+                q, answer=answer.answer, abstained=answer.abstained, cited=answer.citations,
+                passages=passages, latency_ms=(time.perf_counter() - started) * 1000))
+        out["answers"][name] = {**summarize(records), "with_facts": stated}
+    return out
+
+
+def _xquad_markdown(xquad: dict[str, Any]) -> list[str]:
+    lines = ["", f"## XQuAD en: its {xquad['questions']} who/where/how-often questions (of "
+             f"{xquad['of']}) answered", "",
+             "Factoid questions, mostly not about who is named with whom: what the entity "
+             "facts cost where they are not what was asked.", "",
+             "| answer | with facts | containment | first-sentence containment | citation "
+             "precision | only evidence cited |", "|---|---|---|---|---|---|"]
+    for name, m in xquad["answers"].items():
+        lines.append(f"| {name} | {m['with_facts']} | {m['containment']:.3f} | "
+                     f"{m['first_sentence_containment']:.3f} | {m['citation_precision']:.3f} | "
+                     f"{m['cites_only_evidence']:.3f} |")
+    return lines
+
+
+def _answers_markdown(answers: dict[str, Any]) -> list[str]:
+    lines = ["", f"## Who/where set answered ({answers['questions']} questions, "
+             "`Collection.answer` defaults, each question's cutoff)", "",
+             "recall: share of the expected people/places named in the answer text; support: "
+             "share of cited passages that mention the anchor and, for a fact's citation, the "
+             "entity it states (over answered questions, as citations per answer).", "",
+             "| answer | recall | support | citations / answer | abstained | cutoff violations "
+             "| ms |", "|---|---|---|---|---|---|---|"]
+    for name, m in answers["answers"].items():
+        lines.append(f"| {name} | {m['recall']:.3f} | {m.get('support', 0):.3f} | "
+                     f"{m.get('citations', 0):.1f} | {m['abstained']:.3f} | "
+                     f"{answers['cutoff_violations'][name]} | {m['ms']:.0f} |")
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Entities on the Pepys diary", "",
              f"Collection `{report['collection']}` ({report['corpus']}); machine shared by "
@@ -231,14 +373,22 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {path} | {metrics['recall']:.3f} | {metrics['support']:.3f} | "
                      f"{metrics['ms']:.0f} |")
     lines += ["", "Cutoff violations (passages dated after the question's cutoff, any path): "
-              + ", ".join(f"{k} {v}" for k, v in ww["cutoff_violations"].items()), ""]
-    return "\n".join(lines)
+              + ", ".join(f"{k} {v}" for k, v in ww["cutoff_violations"].items())]
+    if "answers" in report:
+        lines += _answers_markdown(report["answers"])
+    if "xquad_answers" in report:
+        lines += _xquad_markdown(report["xquad_answers"])
+    return "\n".join([*lines, ""])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full", action="store_true", help="the whole diary, not the subset")
     parser.add_argument("--collection", default=None)
+    parser.add_argument("--answers-only", action="store_true",
+                        help="only the who/where answers; the rest of summary.json is kept")
+    parser.add_argument("--xquad", action="store_true",
+                        help="also XQuAD en's who/where/how-often questions answered")
     args = parser.parse_args()
     root = DATA / "pepys-diary"
     source = (root / "entries.jsonl" if args.full
@@ -247,14 +397,24 @@ def main() -> None:
     with client() as c:
         col = ensure_collection(c, name, [source], aliases=ALIASES,
                                 overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
+        out = RESULTS / "entities"
         report: dict[str, Any] = {
             "collection": name,
             "corpus": "whole diary" if args.full else
                       f"first {SUBSET_HEAD} entries + every golden-judged entry",
-            "golden": golden_side_by_side(col, root / "golden.jsonl"),
-            "whowhere": whowhere(col),
         }
-    out = RESULTS / "entities"
+        kept = (json.loads((out / "summary.json").read_text())
+                if (out / "summary.json").exists() else {})
+        if args.answers_only:
+            report.update(golden=kept["golden"], whowhere=kept["whowhere"])
+        else:
+            report.update(golden=golden_side_by_side(col, root / "golden.jsonl"),
+                          whowhere=whowhere(col))
+        report["answers"] = whowhere_answers(col)
+        if args.xquad:
+            report["xquad_answers"] = xquad_answers(c)
+        elif "xquad_answers" in kept:  # measured by an earlier run with --xquad
+            report["xquad_answers"] = kept["xquad_answers"]
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     (out / "report.md").write_text(markdown(report))

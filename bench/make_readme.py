@@ -59,6 +59,22 @@ def scale_rows(data: dict[str, Any]) -> list[str]:
     return rows
 
 
+def entity_answer_rows(data: dict[str, Any]) -> list[str]:
+    """The who/where set answered without and with the entity graph's facts (entities.py)."""
+    answers = data.get("answers")
+    if not answers:
+        return []
+    lines = ["", f"### Entity questions answered (who/where set, {answers['questions']} "
+             f"questions; {data['corpus']})", "",
+             "| answer | recall | support | citations / answer | abstained | cutoff violations |",
+             "|---|---|---|---|---|---|"]
+    for name, m in answers["answers"].items():
+        lines.append(f"| {name} | {fmt(m.get('recall'))} | {fmt(m.get('support'))} | "
+                     f"{fmt(m.get('citations'), 1)} | {fmt(m.get('abstained'))} | "
+                     f"{answers['cutoff_violations'][name]} |")
+    return lines
+
+
 def tables() -> str:
     lines = ["### Retrieval quality (nDCG@10 etc. from ranx; database p50 at depth 100)", "",
              "| benchmark | configuration | nDCG@10 | R@10 | R@100 | MRR@10 | pass rate |"
@@ -81,6 +97,9 @@ def tables() -> str:
         lines += ["", "### Peers on SciFact: top-10 hybrid latency, sequential (ms)", "",
                   "| what | p50 | p95 |", "|---|---|---|"]
         lines += [f"| {name} | {v['p50_ms']} | {v['p95_ms']} |" for name, v in latency.items()]
+    entities = RESULTS / "entities" / "summary.json"
+    if entities.exists():
+        lines += entity_answer_rows(json.loads(entities.read_text()))
     scale = RESULTS / "scale" / "summary.json"
     if scale.exists():
         lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]

@@ -26,7 +26,15 @@ from pgcite._errors import (
 )
 from pgcite._gate_settings import GateSettings
 from pgcite._types import Fusion, Mode
-from pgcite.answer import Answer, Generator, GeneratorConfig, SearchFn, Source, TraceEvent
+from pgcite.answer import (
+    Answer,
+    EntityFact,
+    Generator,
+    GeneratorConfig,
+    SearchFn,
+    Source,
+    TraceEvent,
+)
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.config import Settings
 from pgcite.embed import Embedder, EmbedderSpec
@@ -34,7 +42,7 @@ from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
 from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
 from pgcite.llm import ChatModel, LLMConfig
 from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
-from pgcite.retrieve._entities import EntitiesResult, EntityEdge, RelatedEntity
+from pgcite.retrieve._entities import EntitiesResult, EntityEdge, EntityEvidence, RelatedEntity
 from pgcite.retrieve._hits import StageEvent
 from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
 from pgcite.retrieve._rerank import Reranker
@@ -71,6 +79,8 @@ __all__ = [
     "EmbedderSpec",
     "EntitiesResult",
     "EntityEdge",
+    "EntityEvidence",
+    "EntityFact",
     "EvalSummary",
     "ExternalSearch",
     "FieldMapping",

@@ -674,6 +674,7 @@ class Collection:
         snapshot_id: int | None = None,
         wrap_generator: Callable[[Generator], Generator] | None = None,
         wrap_search: Callable[[SearchFn], SearchFn] | None = None,
+        entity_facts: bool = True,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -684,7 +685,11 @@ class Collection:
         ``snapshot_id``: answer from that snapshot instead of the active one (as in
         :meth:`search`). ``wrap_search`` wraps the answer's search (this collection's, on
         the answer's one view, without snippets), e.g. to hand it a result retrieved already:
-        the async API awaits the first retrieval on its event loop.
+        the async API awaits the first retrieval on its event loop. ``entity_facts``: for
+        who/where/how-often questions, state the entity graph's facts (people or places named
+        with the question's entity, in how many passages, citing passages that name both)
+        before the quotes; they are in ``answer.entities`` (docs/answers.md, "Entity
+        questions").
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
         from pgcite.answer._pipeline import AnswerOptions, answer_question
@@ -699,7 +704,7 @@ class Collection:
             attribution_fallback=attribution_fallback,
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
-            snapshot_id=snapshot_id,
+            snapshot_id=snapshot_id, entity_facts=entity_facts,
         )
         # one snapshot and one set of models for every search the answer makes
         view = self.view(snapshot_id, embedder=mode != "keyword")
@@ -721,7 +726,8 @@ class Collection:
                                  embedder=view.models.embedder, options=options,
                                  filters=filters, cutoff=cutoff, corpora=corpora,
                                  generator=generator, judge=judge, external=external,
-                                 wrap_generator=wrap_generator)
+                                 wrap_generator=wrap_generator,
+                                 entity_evidence=view.entity_evidence)
         merged = merge_filters(filters, cutoff, corpora, None)
         if merged.cutoff is None:
             return answer

@@ -23,11 +23,12 @@ from pgcite.answer._pipeline import (
     answer_question,
     default_threshold,
 )
-from pgcite.answer._search import AnswerSettings, SearchFn
+from pgcite.answer._search import AnswerSettings, EntityEvidenceFn, SearchFn
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import (
     Answer,
     ContextPassage,
+    EntityFact,
     GenerationRequest,
     Generator,
     GeneratorError,
@@ -43,9 +44,11 @@ __all__ = [
     "PLAIN_ABSTENTION",
     "AnswerOptions",
     "AnswerSettings",
+    "EntityEvidenceFn",
     "Answer",
     "AnthropicGenerator",
     "ContextPassage",
+    "EntityFact",
     "ExtractiveGenerator",
     "GenerationRequest",
     "Generator",

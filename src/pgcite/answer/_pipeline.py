@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pgcite._errors import ConfigError
 from pgcite._types import Mode
 from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_context
-from pgcite.answer._guard import check_attribution, check_citations
+from pgcite.answer._facts import Evidence, Facts, entity_facts
+from pgcite.answer._guard import check_attribution, check_citations, cited_ids
 from pgcite.answer._precise import PreciseGenerator
-from pgcite.answer._search import AnswerSettings, SearchFn
+from pgcite.answer._search import AnswerSettings, EntityEvidenceFn, SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
 from pgcite.answer._types import (
     Answer,
@@ -75,6 +76,8 @@ class AnswerOptions(BaseModel):
     snapshot_id: int | None = Field(default=None, description="retrieve from this snapshot "
                                     "(default: the active one)")
     self_check: SelfCheckOptions = Field(default_factory=SelfCheckOptions)
+    entity_facts: bool = Field(default=True, description="state the entity graph's facts for "
+                               "who/where/how-often questions (docs/answers.md)")
 
 
 def default_threshold(embedding_model: str) -> float | None:
@@ -121,6 +124,7 @@ class _Run:
         self.trace: list[TraceEvent] = []
         self.timings: dict[str, float] = {}
         self.attempts: list[Attempt] = []
+        self.evidence: Evidence | None = None  # the entity graph, for entity questions
 
     def note(self, step: str, detail: str) -> None:
         self.trace.append(TraceEvent(step=step, detail=detail))
@@ -158,6 +162,7 @@ def answer_question(
     judge: ChatModel | None = None,
     external: ExternalSearch | None = None,
     wrap_generator: Callable[[Generator], Generator] | None = None,
+    entity_evidence: EntityEvidenceFn | None = None,
 ) -> Answer:
     """Answer ``question`` from what ``search_fn`` retrieves, with checked citations (see the
     module doc). ``search_fn`` is bound to one snapshot, so every retrieval of this answer (the
@@ -168,6 +173,8 @@ def answer_question(
     ``external`` is the corrective loop's optional outside-search hook (none by default).
     ``wrap_generator`` wraps the generator that will write (given or default), e.g. to stream
     its text as it is written (:mod:`pgcite._streaming`); the check still reads the whole text.
+    ``entity_evidence``: the entity graph over the same snapshot, for the facts an entity
+    question's answer states (:mod:`pgcite.answer._facts`; off with ``entity_facts=False``).
     """
     options = options or AnswerOptions()
     settings = settings or AnswerSettings()
@@ -182,6 +189,8 @@ def answer_question(
     default = PreciseGenerator(embedder=embedder, language=settings.language)
     run = _Run(question, result, _Policy(settings, options, result), default)
     run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
+    if entity_evidence is not None and options.entity_facts:
+        run.evidence = lambda prefer: entity_evidence(question, filters=merged, prefer=prefer)
     check = None
     if options.self_check.active:
         check = SelfCheck(
@@ -230,10 +239,27 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
     text, name = _generate(run, generator, GenerationRequest(
         question=run.question, passages=passages, persona=policy.persona,
         abstention_text=policy.abstention))
+    facts = _facts(run, text, passages)
     started = time.perf_counter()
-    answer = _check(run, text, name, passages, result.hits)
+    answer = _check(run, facts.text + " " + text if facts.text else text, name,
+                    [*passages, *facts.passages], [*result.hits, *facts.hits])
+    answer.entities = [] if answer.abstained else facts.entities
     answer.timings_ms["check"] = _ms(started)  # the Answer holds a copy of run.timings
     return answer
+
+
+def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:
+    """The entity graph's facts for an entity question, stated before the generated text
+    (none when the generator abstained: the facts do not overrule it)."""
+    if run.evidence is None or text.strip() == run.policy.abstention:
+        return Facts()
+    started = time.perf_counter()
+    facts = entity_facts(run.evidence([*cited_ids(text), *(p.id for p in passages)]), passages)
+    run.timings["entities"] = _ms(started)
+    if facts.entities:
+        run.note("entities", f"{len(facts.entities)} graph fact(s) about "
+                 f"{facts.entities[0].anchor}, {len(facts.hits)} passage(s) added to sources")
+    return facts
 
 
 def abstention_reason(question: str, result: SearchResult, policy: _Policy,

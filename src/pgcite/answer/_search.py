@@ -7,12 +7,13 @@ nothing in this package reaches up to the client.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._types import Mode
+from pgcite.retrieve._entities import EntityEvidence
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
 
@@ -22,6 +23,15 @@ class SearchFn(Protocol):
 
     def __call__(self, query: str, *, top_k: int, mode: Mode, filters: Filters,
                  stages: Mapping[str, Any] | None) -> SearchResult: ...
+
+
+class EntityEvidenceFn(Protocol):
+    """The entity graph over the same snapshot as the search, under the same filters: for a
+    who/where/how-often question, its anchor entity and the entities named with it, each with
+    citation ids (``prefer``'s first), or None (:meth:`pgcite.retrieve._view.SearchView.entity_evidence`)."""
+
+    def __call__(self, question: str, *, filters: Filters,
+                 prefer: Sequence[str]) -> EntityEvidence | None: ...
 
 
 class AnswerSettings(BaseModel):

@@ -90,6 +90,21 @@ class Attempt(_Camel):
     note: str = ""
 
 
+class EntityFact(_Camel):
+    """A fact of the entity graph an answer states (who/where/how often): ``name`` is named
+    together with ``anchor``, the entity the question names, in ``passages`` passages the
+    request may see (for how often of one entity: ``name`` is the anchor, named alone).
+    ``citations``: those the answer cites for it, each a passage naming both."""
+
+    ask: str = Field(description="who, where or how often")
+    anchor: str
+    name: str
+    key: str = Field(description="the canonical key (aliases resolved)")
+    label: str
+    passages: int
+    citations: list[str]
+
+
 class Answer(_Camel):
     """A checked answer: every id in ``citations`` is the id of one of ``sources``."""
 
@@ -115,3 +130,6 @@ class Answer(_Camel):
     timings_ms: dict[str, float] = Field(default_factory=dict)
     undated_excluded: int | None = Field(
         default=None, description="with a cutoff: undated passages it left out")
+    entities: list[EntityFact] = Field(
+        default_factory=list, description="the entity graph's facts the answer states, for "
+        "who/where/how-often questions (docs/answers.md, 'Entity questions')")

@@ -136,6 +136,11 @@ def ask_command(
     budget: Annotated[float, typer.Option(
         min=0.1, max=600, help="Total seconds for the self-correcting steps.",
         rich_help_panel="Self-correcting")] = 30.0,
+    entity_facts: Annotated[bool, typer.Option(
+        "--entity-facts/--no-entity-facts", help="For who/where/how-often questions, state "
+        "the entity graph's facts first: the people or places named with the question's "
+        "entity, in how many passages, citing passages that name both (on by default; "
+        "--json: `entities`).")] = True,
     stream: Annotated[bool, typer.Option(
         help="Print the answer as it is generated, then its checked citations; a citation "
         "the check removes is reported and the checked text shown. With --json: one JSON "
@@ -170,7 +175,7 @@ def ask_command(
                                  route_llm, entity_boost),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
-                judge=judge, snapshot_id=snapshot)
+                judge=judge, snapshot_id=snapshot, entity_facts=entity_facts)
             if stream:
                 from pgcite._streaming import stream_answer
                 from pgcite.cli._stream import print_stream

@@ -19,7 +19,7 @@ _MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL
 RouteOpt = Annotated[bool | None, typer.Option(
     "--route/--no-route", help="Heuristic router (on by default): names/ids → keyword-heavy, "
     "multi-concept → decompose, long questions without names → vector-heavy (HyDE with "
-    "--route-llm); who/where and keyword-heavy questions get the entity boost (see "
+    "--route-llm); who/where/how-often and keyword-heavy questions get the entity boost (see "
     "--entity-boost).", rich_help_panel="Quality stages")]
 RouteLlmOpt = Annotated[bool | None, typer.Option(
     "--route-llm/--no-route-llm", help="Let the router ask the LLM when unsure and run HyDE "
@@ -42,7 +42,7 @@ BoostOpt = Annotated[list[str] | None, typer.Option(
 
 EntityBoostOpt = Annotated[str | None, typer.Option(
     "--entity-boost", help="Fused scores of passages naming the query's entities times 1 + "
-    "WEIGHT x their idf share: auto (the default: 0.5 on who/where and keyword-heavy "
+    "WEIGHT x their idf share: auto (the default: 0.5 on who/where/how-often and keyword-heavy "
     "questions, with the router), a number for every question, 0 off. Needs entities stored "
     "at ingest.", rich_help_panel="Quality stages")]
 

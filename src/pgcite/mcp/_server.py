@@ -106,14 +106,19 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         cutoff: Cutoff = None,
         corpora: Corpora = None,
         metadata: Metadata = None,
+        entity_facts: Annotated[bool, Field(description=(
+            "who/where/how-often questions: state the entity graph's facts first (in "
+            "`entities`)"))] = True,
     ) -> _tools.AnswerOut:
         """Answer a question from a collection's passages, with checked citations: every id in
         `citations` is one of `sources` (ids the guard could not check are removed and said so
-        in `notes`). When the passages do not support an answer it abstains (`abstained`)."""
+        in `notes`). When the passages do not support an answer it abstains (`abstained`).
+        Who/where/how-often questions also get the entity graph's facts (`entities`: people
+        or places named with the question's entity, each with the ids it cites)."""
         filters = _tools.filters_of(cutoff, corpora, metadata)
         return _checked(lambda: _tools.answer(
             resolve(ctx), collection, question, top_k=top_k, filters=filters,
-            generator=generator, threshold=threshold))
+            generator=generator, threshold=threshold, entity_facts=entity_facts))
 
     @server.tool(annotations=_READ_ONLY)
     def get_passage(

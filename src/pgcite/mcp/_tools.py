@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from pgcite._client import Collection
 from pgcite._errors import PgciteError
 from pgcite._types import Mode
-from pgcite.answer._types import Answer, Generator
+from pgcite.answer._types import Answer, EntityFact, Generator
 from pgcite.mcp._access import Access
 from pgcite.retrieve._entities import EntitiesResult, Kind
 from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
@@ -68,6 +68,9 @@ class AnswerOut(BaseModel):
     sources: list[PassageOut]
     snapshot_id: int
     notes: list[str] = Field(description="what the answer pipeline did (guard, abstention)")
+    entities: list[EntityFact] = Field(
+        default_factory=list, description="who/where/how often: the entity graph's facts the "
+        "answer states, each with the citation ids (of passages naming both entities) it cites")
 
 
 class PassageWindowOut(BaseModel):
@@ -132,11 +135,13 @@ def search(access: Access, collection: str, query: str, *, top_k: int, mode: Mod
 
 
 def answer(access: Access, collection: str, question: str, *, top_k: int, filters: Filters,
-           generator: Generator | None, threshold: float | None = None) -> AnswerOut:
+           generator: Generator | None, threshold: float | None = None,
+           entity_facts: bool = True) -> AnswerOut:
     col = access.collection(collection)
     result: Answer = col.answer(question, top_k=top_k, filters=filters, generator=generator,
-                                threshold=threshold)
+                                threshold=threshold, entity_facts=entity_facts)
     return AnswerOut(
+        entities=result.entities,
         answer=result.answer, abstained=result.abstained, citations=result.citations,
         snapshot_id=result.snapshot_id, notes=[f"{t.step}: {t.detail}" for t in result.trace],
         sources=[PassageOut(

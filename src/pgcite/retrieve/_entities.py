@@ -20,8 +20,9 @@ from pydantic import ConfigDict, Field
 from pgcite._camel import CAMEL, CamelModel
 from pgcite.retrieve._filters import CompiledFilter, Filters, compile_filters
 from pgcite.retrieve._hits import Hit
+from pgcite.retrieve._route import EntityAsk, entity_ask
 from pgcite.store._collections import CollectionInfo
-from pgcite.store._entities import canonical_sql, entity_key
+from pgcite.store._entities import TITLES, canonical_sql, entity_key, entity_keys_sql
 from pgcite.store._snapshots import SnapshotInfo
 
 # The chunks a request may see: the snapshot's members under its filters (alias c).
@@ -32,7 +33,7 @@ _VISIBLE_WHERE = """c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members
   AND {filters}"""
 _VISIBLE = """
 visible AS (
-    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c WHERE {where_visible}
+    SELECT c.chunk_pk, c.id, c.date_end FROM {s}.chunks c WHERE {where_visible} AND {naming}
 ), mentions AS (
     -- one row per (passage, entity): two spellings of one entity in a passage count once
     SELECT v.chunk_pk, v.id, v.date_end, {canonical} AS entity, min(ce.label) AS label,
@@ -58,6 +59,14 @@ MIN_PASSAGES = 50
 # Rhodes", "Vincent de Paul").
 _CONNECTORS = frozenset({"of", "the", "de", "la", "le", "du", "des", "van", "von", "der", "da",
                          "di"})
+# Month and weekday names are capitalised but name a date, not a person or place: "Who did
+# Pepys dine with in June 1665?" asks nothing of an entity "June" (spaCy tags such words PERSON
+# or ORG now and then, so the name would match). After a title they are a name ("Mr. May").
+_CALENDAR = frozenset({
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
+    "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday", "thursday", "friday",
+    "saturday", "sunday"})
 _WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*\.?", re.UNICODE)
 
 
@@ -120,11 +129,17 @@ def _where_visible(info: CollectionInfo, compiled: CompiledFilter) -> sql.Compos
     return sql.SQL(_VISIBLE_WHERE).format(s=info.schema_id, filters=compiled.sql())
 
 
-def _visible(info: CollectionInfo, snapshot: SnapshotInfo,
-             filters: Filters) -> tuple[sql.Composed, CompiledFilter]:
+def _visible(info: CollectionInfo, snapshot: SnapshotInfo, filters: Filters,
+             naming: sql.Composable | None = None) -> tuple[sql.Composed, CompiledFilter]:
+    """The visible and mentions CTEs; ``naming``: only the passages that name one of a set of
+    stored keys (an expression for that set), found through the key index -- what ``near``
+    reads, so it never groups the entities of every visible passage."""
     compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
+    where_naming: sql.Composable = sql.SQL("true") if naming is None else sql.SQL(
+        "c.chunk_pk IN (SELECT n.chunk_pk FROM {s}.chunk_entities n WHERE n.key IN {keys})"
+    ).format(s=info.schema_id, keys=naming)
     ctes = sql.SQL(_VISIBLE).format(
-        s=info.schema_id, where_visible=_where_visible(info, compiled),
+        s=info.schema_id, where_visible=_where_visible(info, compiled), naming=where_naming,
         canonical=canonical_sql(info.schema_id, sql.SQL("ce.key")))
     return ctes, compiled
 
@@ -138,7 +153,8 @@ def query_candidates(query: str) -> list[str]:
     Charles" of "King Charles II") nor what follows its "of" ("London" of "Great Fire of
     London"): those name something else than the phrase does, and boosting them lowered
     fact questions on the Pepys golden set (bench/results/entities/report.md). Without any
-    capital every run counts."""
+    capital every run counts. A month or weekday name is never a name of its own ("June",
+    "Monday"): it dates the question, it does not name whom it is about."""
     words = _WORD.findall(query)
     if not any(w[:1].isupper() for w in words):
         runs = [words[start: start + n] for n in range(MAX_NGRAM, 0, -1)
@@ -148,6 +164,8 @@ def query_candidates(query: str) -> list[str]:
                        for tail in _tails(phrase)), key=len, reverse=True)
     keys: list[str] = []
     for run in runs:
+        if all(_is_date_word(word, "") for word in run):
+            continue
         key = entity_key(" ".join(run))
         if key and key not in keys and not key.isdigit():
             keys.append(key)
@@ -159,7 +177,7 @@ def _capitalised_phrases(words: list[str]) -> list[list[str]]:
     phrases: list[list[str]] = []
     current: list[str] = []
     for i, word in enumerate(words):
-        if word[:1].isupper():
+        if word[:1].isupper() and not _is_date_word(word, words[i - 1] if i else ""):
             current.append(word)
             continue
         joins = (word in _CONNECTORS and bool(current) and i + 1 < len(words)
@@ -173,6 +191,12 @@ def _capitalised_phrases(words: list[str]) -> list[list[str]]:
     if current:
         phrases.append(current)
     return phrases
+
+
+def _is_date_word(word: str, before: str) -> bool:
+    """A month or weekday name ("June", "Monday", "Sept."), unless a title comes before it."""
+    return (word.rstrip(".").casefold() in _CALENDAR
+            and before.rstrip(".").casefold() not in TITLES)
 
 
 def _tails(phrase: list[str]) -> list[list[str]]:
@@ -211,8 +235,9 @@ _VISIBLE_COUNT = "SELECT count(*) FROM {s}.chunks c WHERE {where_visible}"
 def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
               query: str, filters: Filters) -> list[QueryEntity]:
     """The entities the query names, as the visible passages know them (with aliases):
-    longest names first, words used by a longer name not counted again, and none that more
-    than MAX_SHARE of the passages mention."""
+    longest names first, a name whose words all belong to a longer one found not counted
+    again ("penn" of "w penn"; but two names may share an initial: "Sir W. Penn with Sir W.
+    Batten"), and none that more than MAX_SHARE of the passages mention."""
     candidates = query_candidates(query)
     if not candidates:
         return []
@@ -233,7 +258,7 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
         if entity in authors or key in authors:
             continue  # the documents' own author ("Pepys" in his diary) tells no passage apart
         common = total >= MIN_PASSAGES and chunks > MAX_SHARE * total
-        if words & used or entity in {e.key for e in found} or common:
+        if words <= used or entity in {e.key for e in found} or common:
             continue
         used |= words
         found.append(QueryEntity(key=entity, text=key, chunks=chunks,
@@ -300,8 +325,10 @@ WITH {visible}, {anchor}
 SELECT m.entity, mode() WITHIN GROUP (ORDER BY m.mention) AS name,
        mode() WITHIN GROUP (ORDER BY m.label) AS label,
        count(*) AS chunks, sum(m.mentions)::bigint AS mentions,
-       (array_agg(m.id ORDER BY m.date_end NULLS LAST, m.chunk_pk))[1:%(citations)s] AS ids
+       (array_agg(m.id ORDER BY m.id = ANY(%(prefer)s::text[]) DESC, m.date_end NULLS LAST,
+                  m.chunk_pk))[1:%(citations)s] AS ids
 FROM mentions m {join}
+WHERE {where}
 GROUP BY m.entity
 HAVING {kind}
 ORDER BY chunks DESC, mentions DESC, m.entity
@@ -315,25 +342,40 @@ _NO_ANCHOR = "anchor AS (SELECT NULL::bigint AS chunk_pk WHERE false)"
 
 def related_entities(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
                      *, filters: Filters, near: str | None = None, kind: Kind = "any",
-                     limit: int = 20, citations: int = 5) -> list[RelatedEntity]:
+                     limit: int = 20, citations: int = 5, only: Sequence[str] | None = None,
+                     prefer: Sequence[str] = ()) -> list[RelatedEntity]:
     """Entities ranked by the visible passages that mention them -- with ``near`` only the
-    passages that also mention that entity (itself left out) -- each with citation ids."""
-    visible, compiled = _visible(info, snapshot, filters)
+    passages that also mention that entity (itself left out) -- each with citation ids.
+    ``only``: just these canonical keys. ``prefer``: citation ids to cite first where they
+    back an entity (an answer's retrieved passages); then the oldest."""
+    naming: sql.Composable | None = None
+    if near is not None:  # every passage that counts names the anchor
+        naming = entity_keys_sql(info.schema_id, sql.Placeholder("near"))
+    elif only is not None:  # ... or one of these (canonical keys: themselves or an alias)
+        naming = sql.SQL("(SELECT unnest(%(only)s::text[]) UNION SELECT a.alias FROM"
+                         " {s}.entity_aliases a WHERE a.canonical = ANY(%(only)s::text[]))"
+                         ).format(s=info.schema_id)
+    visible, compiled = _visible(info, snapshot, filters, naming)
     params: dict[str, Any] = {**compiled.params, "snapshot_id": snapshot.snapshot_id,
-                              "limit": limit, "citations": citations}
+                              "limit": limit, "citations": citations, "prefer": list(prefer)}
     anchor: sql.Composable = sql.SQL(_NO_ANCHOR)
     join: sql.Composable = sql.SQL("")
+    where: list[sql.Composable] = [sql.SQL("true")]
     if near is not None:
         params["near"] = entity_key(near)
         near_sql = canonical_sql(info.schema_id, sql.Placeholder("near"))
         anchor = sql.SQL(_ANCHOR).format(canonical=near_sql)
-        join = sql.SQL("JOIN anchor USING (chunk_pk) WHERE m.entity <> {c}").format(c=near_sql)
+        join = sql.SQL("JOIN anchor USING (chunk_pk)")
+        where.append(sql.SQL("m.entity <> {c}").format(c=near_sql))
+    if only is not None:
+        params["only"] = list(only)
+        where.append(sql.SQL("m.entity = ANY(%(only)s::text[])"))
     kind_sql: sql.Composable = sql.SQL("true")
     if kind != "any":
         params["labels"] = list(KIND_LABELS[kind])
         kind_sql = sql.SQL("mode() WITHIN GROUP (ORDER BY m.label) = ANY(%(labels)s)")
     statement = sql.SQL(_RELATED).format(visible=visible, anchor=anchor, join=join,
-                                          kind=kind_sql)
+                                          where=sql.SQL(" AND ").join(where), kind=kind_sql)
     return [RelatedEntity(key=r[0], name=r[1], label=r[2], chunks=r[3], mentions=r[4],
                           citations=list(r[5]))
             for r in conn.execute(statement, params).fetchall()]
@@ -359,6 +401,83 @@ def entity_graph(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snaps
                          "limit": limit, "citations": citations}).fetchall()
     return [EntityEdge(source=r[0], target=r[1], weight=r[2], citations=list(r[3]))
             for r in rows]
+
+
+# What each ask ranks: people for who, places for where; how often counts the named ones.
+ASK_KINDS: dict[str, Kind] = {"who": "person", "where": "place", "how often": "any"}
+
+
+class EntityEvidence(CamelModel):
+    """What the graph says for an entity question (:func:`entity_evidence`): the question's
+    anchor entity with its passages, and for who/where the entities of the asked kind ranked
+    by the passages that name them together with it (for how often: the second entity the
+    question names, with their passages together, or the anchor itself when it names one);
+    ``passages`` are the cited ones, as a search returns them."""
+
+    model_config = ConfigDict(**CAMEL, frozen=True)
+
+    ask: EntityAsk
+    anchor: RelatedEntity
+    entities: list[RelatedEntity]
+    passages: list[Hit]
+
+
+def entity_evidence(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+                    question: str, *, filters: Filters, prefer: Sequence[str] = (),
+                    limit: int = 5, citations: int = 2) -> EntityEvidence | None:
+    """The graph's answer to a who/where/how-often question (None: not such a question, or it
+    names no entity the visible passages know), read under ``filters`` like a search: its
+    first recognised entity is the anchor; the citations of each entity are passages that
+    name it together with the anchor (``prefer``'s first: the answer's retrieved passages).
+    The documents' authors and the question's own entities are not ranked."""
+    ask = entity_ask(question)
+    found = recognise(conn, info, snapshot, question, filters) if ask is not None else []
+    if ask is None or not found:
+        return None
+    first = found[0]
+    anchors = related_entities(conn, info, snapshot, filters=filters, only=[first.key],
+                               limit=1, citations=citations, prefer=prefer)
+    if not anchors:
+        return None
+    if ask == "how often":  # the anchor alone, or with the second entity (none: never)
+        entities = (related_entities(conn, info, snapshot, filters=filters, near=first.key,
+                                     only=[found[1].key], limit=1, citations=citations,
+                                     prefer=prefer) if len(found) > 1 else anchors)
+        cited = [c for e in entities for c in e.citations]
+    else:
+        skip = {e.key for e in found} | _author_keys(conn, info, snapshot)
+        ranked = related_entities(conn, info, snapshot, filters=filters, near=first.key,
+                                  kind=ASK_KINDS[ask], limit=limit + len(found) + 5,
+                                  citations=citations, prefer=prefer)
+        entities = [e for e in ranked if e.key not in skip][:limit]
+        cited = [c for e in entities for c in e.citations]
+    return EntityEvidence(ask=ask, anchor=anchors[0], entities=entities,
+                          passages=visible_passages(conn, info, snapshot, filters,
+                                                    list(dict.fromkeys(cited))))
+
+
+_PASSAGES = """
+SELECT c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
+       c.source, c.locator, c.title, c.body, c.metadata
+FROM {s}.chunks c WHERE {where_visible} AND c.id = ANY(%(ids)s::text[])
+"""
+
+
+def visible_passages(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+                     filters: Filters, ids: Sequence[str]) -> list[Hit]:
+    """The passages ``ids`` as hits (in that order; score 0: no search ranked them), read
+    through the visible-passages predicate: an id the request may not see is left out."""
+    if not ids:
+        return []
+    compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
+    rows = conn.execute(sql.SQL(_PASSAGES).format(
+        s=info.schema_id, where_visible=_where_visible(info, compiled)),
+        {**compiled.params, "snapshot_id": snapshot.snapshot_id, "ids": list(ids)}).fetchall()
+    by_id = {r[0]: r for r in rows}
+    return [Hit(id=r[0], document_id=r[1], citation=r[2], author=r[3], corpus=r[4],
+                date_start=r[5], date_end=r[6], source=r[7], locator=r[8], title=r[9],
+                body=r[10], metadata=r[11] or {}, score=0.0, rank=rank)
+            for rank, r in enumerate((by_id[i] for i in ids if i in by_id), start=1)]
 
 
 def canonical_key(conn: psycopg.Connection, info: CollectionInfo, name: str) -> str:

@@ -80,9 +80,9 @@ class Stages(BaseModel):
     entity_boost: Annotated[float, Field(ge=0, le=10)] | Literal["auto"] = Field(
         default="auto", description="fused scores of passages that mention the entities the "
         "query names, times 1 + this x their idf share (0: off; needs entities stored at "
-        "ingest). auto: the router applies ROUTE_ENTITY_BOOST to questions that ask who or "
-        "where or that it routes keyword-heavy, and nothing to the others (a number applies "
-        "to every question)")
+        "ingest). auto: the router applies ROUTE_ENTITY_BOOST to questions that ask who, "
+        "where or how often, or that it routes keyword-heavy, and nothing to the others (a "
+        "number applies to every question)")
     timeouts: StageTimeouts = Field(default_factory=StageTimeouts)
 
     def merged(self, overrides: Stages | Mapping[str, Any] | None) -> Stages:

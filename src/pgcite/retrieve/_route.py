@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -27,8 +28,14 @@ _ID = re.compile(r"^[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z\d-]*$|^\d+[-_][A-Z\d]+$")
 _QUESTION_WORDS = frozenset(
     ["what", "how", "why", "when", "where", "who", "whom", "whose", "which", "did", "does", "do", "is", "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "tell", "explain", "describe"])
 
-# Question words that ask for a person or a place (English; elsewhere the keyword route decides).
-_ENTITY_WORDS = frozenset(["who", "whom", "whose", "where"])
+# How a question asks for people, places or a count of them (English; elsewhere the keyword
+# route decides): its first words, lowercased.
+EntityAsk = Literal["who", "where", "how often"]
+_ENTITY_ASKS: tuple[tuple[tuple[str, ...], EntityAsk], ...] = (
+    (("who",), "who"), (("whom",), "who"), (("whose",), "who"), (("with", "whom"), "who"),
+    (("to", "whom"), "who"), (("where",), "where"), (("how", "often"), "how often"),
+    (("how", "many", "times"), "how often"), (("how", "frequently"), "how often"),
+)
 
 
 class Route(BaseModel):
@@ -63,16 +70,28 @@ def heuristic_route(question: str) -> Route:
 
 def entity_question(question: str) -> str | None:
     """Why ``question`` is about the people and places it names (None: it is not): it asks
-    who or where, or the router sends it keyword-heavy (a short question naming someone, a few
+    who, where or how often (:func:`entity_ask`), or the router sends it keyword-heavy (a short question naming someone, a few
     bare terms, a quoted phrase, a code). Such questions get the entity boost by default
     (``Stages.entity_boost`` "auto"); others -- a longer question about an event, where a
     name is often its setting ("the Great Plague ... affect London") -- do not: on the Pepys
     golden set boosting every question lowered fact questions (bench/results/entities)."""
-    words = _TOKEN.findall(" ".join(question.split()))
-    if words and words[0].lower() in _ENTITY_WORDS:
-        return f"asks {words[0].lower()}"
+    ask = entity_ask(question)
+    if ask is not None:
+        return f"asks {ask}"
     route = heuristic_route(question)
     return f"keyword route: {route.reason}" if route.name == "keyword" else None
+
+
+def entity_ask(question: str) -> EntityAsk | None:
+    """What an entity question asks for, from its first words: "who" (people: who, whom,
+    whose, with whom), "where" (places) or "how often" (how often, how many times) -- None for
+    any other question. The answerer states the graph's facts for these
+    (:mod:`pgcite.answer._facts`)."""
+    words = [w.lower() for w in _TOKEN.findall(" ".join(question.split())[:80])]
+    for start, ask in _ENTITY_ASKS:
+        if tuple(words[: len(start)]) == start:
+            return ask
+    return None
 
 
 def _names(words: list[str]) -> list[str]:

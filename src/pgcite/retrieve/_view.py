@@ -10,7 +10,7 @@ activation moves the active pointer (or switches the model) mid-request.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +20,7 @@ import psycopg
 
 from pgcite._errors import EmbedderError
 from pgcite.embed._base import Embedder
-from pgcite.retrieve._entities import boost_hits, recognise
+from pgcite.retrieve._entities import EntityEvidence, boost_hits, entity_evidence, recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult, StageEvent
 from pgcite.retrieve._pipeline import (
@@ -145,6 +145,19 @@ class SearchView:
             ms=(time.perf_counter() - started) * 1000)
         return result.model_copy(update={"hits": hits[: options.top_k],
                                          "stages": [*result.stages, event]})
+
+    def entity_evidence(self, question: str, *, filters: Filters | None = None,
+                        prefer: Sequence[str] = (), limit: int = 5,
+                        citations: int = 2) -> EntityEvidence | None:
+        """For a who/where/how-often question (:func:`pgcite.retrieve._route.entity_ask`),
+        what this view's snapshot says under ``filters``, exactly as a search would see it:
+        the question's anchor entity, the entities of the asked kind named with it (ranked by
+        passages, each with ``citations`` ids of passages naming both, ``prefer``'s first) and
+        those passages (None: no such question, or no entity of it known)."""
+        with self.connection() as conn:
+            return entity_evidence(conn, self.info, self.snapshot, question,
+                                   filters=filters or Filters(), prefer=prefer, limit=limit,
+                                   citations=citations)
 
     def searcher(
         self,

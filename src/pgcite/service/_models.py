@@ -153,6 +153,10 @@ class AnswerBody(QueryBody):
     generator: Literal["extractive"] | None = Field(
         default=None, description="force the extractive generator; null = the server's")
     self_check: SelfCheckBody | None = None
+    entity_facts: bool = Field(default=True, description=(
+        "for who/where/how-often questions, state the entity graph's facts (people or places "
+        "named with the question's entity, citing passages that name both) before the quotes; "
+        "they are in the answer's `entities`"))
     stream: bool = Field(default=False, description=(
         "answer as server-sent events: `delta` events with text as it is generated, then one "
         "`final` event with the checked answer (docs/http-api.md, 'Streamed answers')"))

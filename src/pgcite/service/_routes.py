@@ -134,7 +134,7 @@ async def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None,
-        snapshot_id=await _pinned(access, state, body.snapshot))
+        entity_facts=body.entity_facts, snapshot_id=await _pinned(access, state, body.snapshot))
     if state.replicated and not body.stream:  # the sync path routes reads to replicas
         result = await run_in_threadpool(
             lambda: state.reader(access.info).answer(body.question, **options))

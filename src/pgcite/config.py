@@ -51,8 +51,11 @@ class Settings(BaseSettings):
                              description="derived models (ONNX exports), keyed by weights hash")
     embed_batch_size: int = Field(default=32, ge=1, le=4096)
     # How the packaged MiniLM and ``st:`` folders run: onnx (a graph exported here from the same
-    # weights, same vectors to cosine 0.9999, faster: bench/results/embedding) or torch.
-    embed_backend: Literal["onnx", "torch"] = Field(
+    # weights, same vectors to cosine 0.9999, faster: bench/results/embedding), onnx-int8 (that
+    # graph quantised: faster again, vectors ≈ 0.995 cosine to fp32, hence its own model key)
+    # or torch. It picks the model of NEW collections and builds; a query always runs the
+    # backend its snapshot's model key records.
+    embed_backend: Literal["onnx", "onnx-int8", "torch"] = Field(
         default="onnx", description="runtime of local sentence-transformers models")
     embed_threads: int | None = Field(
         default=None, ge=1, le=256,

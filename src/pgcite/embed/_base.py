@@ -17,8 +17,10 @@ Vectors = npt.NDArray[np.float32]
 class EmbedderSpec(BaseModel):
     """What a collection records about its embedder, so queries use exactly the same model.
 
-    ``version`` is a hash of the weights (or a label for remote models): two embedders are
-    interchangeable only when ``model_key`` (id@version) is equal.
+    ``version`` is a hash of the weights (or a label for remote models); ``variant`` names a
+    computation that gives other vectors from the same weights (``int8``: the quantised ONNX
+    graph), empty for the model as trained. Two embedders are interchangeable only when
+    ``model_key`` (id@version, then +variant if any) is equal.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -30,10 +32,19 @@ class EmbedderSpec(BaseModel):
     query_prefix: str = ""
     document_prefix: str = ""
     note: str = ""
+    variant: str = Field(default="", pattern=r"^[a-z0-9]*$")
 
     @property
     def model_key(self) -> str:
-        return f"{self.id}@{self.version[:16]}"
+        key = f"{self.id}@{self.version[:16]}"
+        return f"{key}+{self.variant}" if self.variant else key
+
+
+def key_variant(model_key: str) -> str:
+    """The variant a model key records ("" for the model as trained): the part after the
+    version's ``+`` (versions are hex digests or labels without one)."""
+    _, _, version = model_key.rpartition("@")
+    return version.partition("+")[2]
 
 
 @runtime_checkable

@@ -9,8 +9,9 @@ from typing import get_args
 
 from pgcite._errors import EmbedderError
 from pgcite.config import Settings
-from pgcite.embed._base import Embedder, EmbedderSpec
+from pgcite.embed._base import Embedder, EmbedderSpec, key_variant
 from pgcite.embed._http import Flavour, HttpEmbedder
+from pgcite.embed._onnx import INT8_VARIANT  # onnxruntime itself is imported on first use
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 
@@ -26,11 +27,12 @@ _lock = threading.Lock()
 
 
 def _sentence_transformer(embedder_id: str, folder: Path, settings: Settings) -> Embedder:
-    """A local sentence-transformers folder on the configured backend (same model_key on both:
-    the fp32 graph computes the same vectors, so snapshots need no re-embed to switch)."""
+    """A local sentence-transformers folder on the configured backend (same model_key on torch
+    and onnx: the fp32 graph computes the same vectors, so snapshots need no re-embed to switch;
+    onnx-int8 has its own key)."""
     from pgcite.embed._local import SentenceTransformerEmbedder, folder_spec
 
-    if settings.embed_backend == "onnx":
+    if settings.embed_backend in ("onnx", "onnx-int8"):
         from pgcite.embed._onnx import OnnxEmbedder
 
         if not (folder / "config.json").exists():
@@ -39,7 +41,8 @@ def _sentence_transformer(embedder_id: str, folder: Path, settings: Settings) ->
                 hint="pass a folder saved with SentenceTransformer.save()",
             )
         return OnnxEmbedder(folder_spec(embedder_id, folder), folder, settings.models_dir,
-                            batch_size=settings.embed_batch_size, threads=settings.embed_threads)
+                            batch_size=settings.embed_batch_size, threads=settings.embed_threads,
+                            int8=settings.embed_backend == "onnx-int8")
     return SentenceTransformerEmbedder(embedder_id, folder, batch_size=settings.embed_batch_size)
 
 
@@ -79,8 +82,30 @@ def load_embedder(embedder_id: str, settings: Settings | None = None) -> Embedde
         return _loaded[key]
 
 
+def backend_for_key(model_key: str, settings: Settings) -> Settings:
+    """``settings`` with the backend that computes the vectors ``model_key`` records: an int8
+    key needs the int8 graph whatever the process is set to, an fp32 key runs on the configured
+    fp32 backend (torch and onnx agree), onnx when the process is set to int8."""
+    variant = key_variant(model_key)
+    if variant == INT8_VARIANT:
+        backend = "onnx-int8"
+    elif variant:
+        raise EmbedderError(f"the data was embedded with {model_key}, a variant ({variant!r}) "
+                            "this pgcite does not compute",
+                            hint="use the pgcite version that built it, or re-embed into a "
+                            "new snapshot")
+    else:
+        backend = "onnx" if settings.embed_backend == "onnx-int8" else settings.embed_backend
+    if backend == settings.embed_backend:
+        return settings
+    return settings.model_copy(update={"embed_backend": backend})
+
+
 def embedder_for_key(model_key: str, settings: Settings | None = None) -> Embedder:
-    """Load exactly the model recorded as ``id@version`` — never another version of it."""
+    """Load exactly the model recorded as ``id@version[+variant]`` — never another version or
+    variant of it (a snapshot embedded with int8 is queried with int8, one with fp32 with fp32,
+    whatever PGCITE_EMBED_BACKEND says)."""
+    settings = backend_for_key(model_key, settings or Settings())
     embedder = load_embedder(model_key.rsplit("@", 1)[0], settings)
     if embedder.spec.model_key != model_key:
         raise EmbedderError(

@@ -401,17 +401,22 @@ def test_cli_entity_boost_flag(navy: pgcite.Collection, settings: pgcite.Setting
     assert bad.exit_code != 0 and "neither auto nor a number" in bad.output
 
 
-@pytest.fixture(scope="module")
-def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
+def reader_api(client: pgcite.Client, collection: str) -> Iterator[object]:
+    """The HTTP service in-process, with a reader key of ``collection`` (a fixture's body)."""
     from fastapi.testclient import TestClient
 
     from pgcite.service import ServiceConfig, create_app, create_key
 
     with client.db.transaction() as conn:
-        token = create_key(conn, navy.name, "reader").token
+        token = create_key(conn, collection, "reader").token
     app = create_app(client=client, config=ServiceConfig(warm_up=False))
     with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as test_client:
         yield test_client
+
+
+@pytest.fixture(scope="module")
+def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
+    yield from reader_api(client, navy.name)
 
 
 @needs_model

@@ -16,7 +16,7 @@ import pgcite
 from pgcite.retrieve._entities import query_candidates, recognise
 from pgcite.retrieve._filters import Filters, MetadataPredicate
 from pgcite.retrieve._route import entity_ask, entity_question
-from tests.test_entities import _has_model
+from tests.test_entities import _has_model, reader_api
 
 CUTOFF = "1666-12-31"
 DOCS = [
@@ -283,15 +283,7 @@ def test_cli_ask_json_has_the_entities(navy: pgcite.Collection, settings: pgcite
 
 @pytest.fixture(scope="module")
 def api(client: pgcite.Client, navy: pgcite.Collection) -> Iterator[object]:
-    from fastapi.testclient import TestClient
-
-    from pgcite.service import ServiceConfig, create_app, create_key
-
-    with client.db.transaction() as conn:
-        token = create_key(conn, navy.name, "reader").token
-    app = create_app(client=client, config=ServiceConfig(warm_up=False))
-    with TestClient(app, headers={"Authorization": f"Bearer {token}"}) as test_client:
-        yield test_client
+    yield from reader_api(client, navy.name)
 
 
 @needs_model

@@ -4,6 +4,10 @@ the vector leg's membership check read every chunk (bench/scale.py, 100k chunks:
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from psycopg import sql
+
 import pgcite
 from pgcite.store._statistics import PLANNED_TABLES, refresh_statistics
 
@@ -45,3 +49,28 @@ def test_only_growth_beyond_a_tenth_analyzes_again(client: pgcite.Client) -> Non
                 list(PLANNED_TABLES)
     finally:
         client.drop_collection("statistics_growth")
+
+
+def test_a_merge_leaves_the_segment_tables_analyzed(client: pgcite.Client,
+                                                   tmp_path: Path) -> None:
+    """optimize rewrites segments under new ids (the old rows stay for older snapshots): the
+    segment tables' statistics must describe the rows the plans now read."""
+    col = client.create_collection("statistics_merge")
+    try:
+        col.ingest([DIARY])
+        extra = tmp_path / "extra.jsonl"
+        extra.write_text('{"_id": "x-1", "date": "1667-01-01", "text": "A small new entry."}\n',
+                         encoding="utf-8")
+        col.ingest([extra])  # one chunk: under a tenth, nothing analyzed
+        report = col.optimize(full=True)
+        assert report.merges == 1 and report.segments_after == 1
+        with client.connection() as conn:
+            (rows,) = conn.execute(psycopg_sql("SELECT count(*) FROM {s}.segment_versions",
+                                               col)).fetchone()
+        assert _reltuples(client, col)["segment_versions"] == rows  # both segments' rows + merged
+    finally:
+        client.drop_collection("statistics_merge")
+
+
+def psycopg_sql(text: str, col: pgcite.Collection) -> sql.Composed:
+    return sql.SQL(text).format(s=col.info.schema_id)

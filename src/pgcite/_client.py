@@ -79,7 +79,7 @@ from pgcite.store._snapshots import (
     lock_activations,
 )
 from pgcite.store._staged import StagedBuild, StagedSummary, build_staged, staged_summary
-from pgcite.store._statistics import refresh_statistics
+from pgcite.store._statistics import refresh_after_merge, refresh_statistics
 
 R = TypeVar("R", SearchResult, Answer)
 
@@ -538,7 +538,11 @@ class Collection:
         kept until gc removes those snapshots."""
         target = self._snapshot(snapshot_id).snapshot_id
         with self.client.db.transaction() as conn:
-            return optimize(conn, self.info, target, full=full)
+            report = optimize(conn, self.info, target, full=full)
+        if report.merges:  # after the commit: what the merge wrote is what the plans read now
+            with self.client.db.transaction() as conn:
+                refresh_after_merge(conn, self.info)
+        return report
 
     def view(self, snapshot_id: int | None = None, *, embedder: bool = True) -> SearchView:
         """This collection as one request sees it: one snapshot (the active one unless

@@ -9,6 +9,8 @@ that grows a collection by more than a tenth analyzes the tables the search plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import psycopg
 from psycopg import sql
 
@@ -34,6 +36,22 @@ def refresh_statistics(conn: psycopg.Connection, info: CollectionInfo, *,
     known = {str(name): float(tuples) for name, tuples in rows}
     grew = chunks_added > GROWTH * max(known.get("chunks", -1.0), 0.0)
     stale = [t for t in PLANNED_TABLES if t in known and (known[t] < 0 or grew)]
-    for table in stale:
+    return _analyze(conn, info, stale)
+
+
+# A merge (optimize) rewrites a snapshot's segments under new ids, the old rows staying for older
+# snapshots until gc: the segment tables' statistics no longer describe what the plans read,
+# whatever the collection's growth (its chunks do not change).
+SEGMENT_TABLES = tuple(t for t in PLANNED_TABLES if t != "chunks")
+
+
+def refresh_after_merge(conn: psycopg.Connection, info: CollectionInfo) -> list[str]:
+    """ANALYZE the segment tables after ``optimize`` merged segments; returns their names."""
+    return _analyze(conn, info, SEGMENT_TABLES)
+
+
+def _analyze(conn: psycopg.Connection, info: CollectionInfo,
+             tables: Sequence[str]) -> list[str]:
+    for table in tables:
         conn.execute(sql.SQL("ANALYZE {s}.{t}").format(s=info.schema_id, t=sql.Identifier(table)))
-    return stale
+    return list(tables)

@@ -233,11 +233,13 @@ _VISIBLE_COUNT = "SELECT count(*) FROM {s}.chunks c WHERE {where_visible}"
 
 
 def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
-              query: str, filters: Filters) -> list[QueryEntity]:
+              query: str, filters: Filters,
+              authors: set[str] | None = None) -> list[QueryEntity]:
     """The entities the query names, as the visible passages know them (with aliases):
     longest names first, a name whose words all belong to a longer one found not counted
     again ("penn" of "w penn"; but two names may share an initial: "Sir W. Penn with Sir W.
-    Batten"), and none that more than MAX_SHARE of the passages mention."""
+    Batten"), and none that more than MAX_SHARE of the passages mention. ``authors``: the
+    snapshot's author keys when the caller has read them already (:func:`_author_keys`)."""
     candidates = query_candidates(query)
     if not candidates:
         return []
@@ -252,7 +254,8 @@ def recognise(conn: psycopg.Connection, info: CollectionInfo, snapshot: Snapshot
     total = _visible_count(conn, info, snapshot, compiled)
     found: list[QueryEntity] = []
     used: set[str] = set()
-    authors = _author_keys(conn, info, snapshot)
+    if authors is None:
+        authors = _author_keys(conn, info, snapshot)
     for key, entity, chunks in rows:
         words = set(key.split())
         if entity in authors or key in authors:
@@ -431,8 +434,13 @@ def entity_evidence(conn: psycopg.Connection, info: CollectionInfo, snapshot: Sn
     name it together with the anchor (``prefer``'s first: the answer's retrieved passages).
     The documents' authors and the question's own entities are not ranked."""
     ask = entity_ask(question)
-    found = recognise(conn, info, snapshot, question, filters) if ask is not None else []
-    if ask is None or not found:
+    if ask is None:
+        return None
+    # read once: recognition leaves the authors out of the question's entities, and the
+    # ranking below out of the entities named with them (a scan of the snapshot's authors)
+    authors = _author_keys(conn, info, snapshot)
+    found = recognise(conn, info, snapshot, question, filters, authors)
+    if not found:
         return None
     first = found[0]
     anchors = related_entities(conn, info, snapshot, filters=filters, only=[first.key],
@@ -443,14 +451,13 @@ def entity_evidence(conn: psycopg.Connection, info: CollectionInfo, snapshot: Sn
         entities = (related_entities(conn, info, snapshot, filters=filters, near=first.key,
                                      only=[found[1].key], limit=1, citations=citations,
                                      prefer=prefer) if len(found) > 1 else anchors)
-        cited = [c for e in entities for c in e.citations]
     else:
-        skip = {e.key for e in found} | _author_keys(conn, info, snapshot)
+        skip = {e.key for e in found} | authors
         ranked = related_entities(conn, info, snapshot, filters=filters, near=first.key,
                                   kind=ASK_KINDS[ask], limit=limit + len(found) + 5,
                                   citations=citations, prefer=prefer)
         entities = [e for e in ranked if e.key not in skip][:limit]
-        cited = [c for e in entities for c in e.citations]
+    cited = [c for e in entities for c in e.citations]
     return EntityEvidence(ask=ask, anchor=anchors[0], entities=entities,
                           passages=visible_passages(conn, info, snapshot, filters,
                                                     list(dict.fromkeys(cited))))

@@ -200,26 +200,30 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def cross_validate(observations: Sequence[Observation], names: Sequence[str] = FEATURES,
-                   *, l2: float = DEFAULT_L2,
-                   report_on: int | None = None) -> tuple[Rates, Rates, dict[str, Rates]]:
+def cross_validate(
+    observations: Sequence[Observation], names: Sequence[str] = FEATURES, *,
+    l2: float = DEFAULT_L2, report_on: int | None = None,
+) -> tuple[Rates, Rates, dict[str, Rates], Rates | None]:
     """Leave-one-out figures of the combined score, of the combined score followed by the
     year rule (what an answer does), and of each signal alone (every signal, not only the
     ``names`` combined). Every query is decided by a rule fitted on all the others; the
     figures count the first ``report_on`` queries' decisions (all by default), so a small
-    judged set can be decided by fits that also learned from further queries."""
+    judged set can be decided by fits that also learned from further queries. The last
+    element: with ``report_on`` short of every query, what an answer does over all of them
+    (the same decisions, counted on every query; None otherwise)."""
     x, y, mask = features(observations, names)
     _need_both(y)
     on = slice(report_on)
     _need_both(y[on])
     decided = loo_logistic(x, y, mask, l2=l2)
     combined = rates(decided[on], y[on])
-    with_rule = rates([a or o.late for a, o in zip(decided, observations, strict=True)][on],
-                      y[on])
+    abstained = [a or o.late for a, o in zip(decided, observations, strict=True)]
+    with_rule = rates(abstained[on], y[on])
+    pooled = rates(abstained, y) if len(abstained[on]) < len(abstained) else None
     every, _, _ = features(observations, SIGNALS)
     per_signal = {name: rates(loo_threshold(every[:, j], y, mask, name)[on], y[on])
                   for j, name in enumerate(SIGNALS)}
-    return combined, with_rule, per_signal
+    return combined, with_rule, per_signal, pooled
 
 
 def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
@@ -235,9 +239,8 @@ def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
         more, skipped, _ = observe(collection, extra)
         observations += more
         left_out += skipped
-    combined, with_rule, per_signal = cross_validate(observations, names, l2=l2,
-                                                     report_on=own)
-    pooled = cross_validate(observations, names, l2=l2)[1] if also else None
+    combined, with_rule, per_signal, pooled = cross_validate(observations, names, l2=l2,
+                                                             report_on=own)
     x, y, mask = features(observations, names)
     sets = " + ".join([golden.name, *(extra.name for extra in also)])
     model = fit_model(

@@ -267,25 +267,32 @@ def _identical_snapshot(
     *,
     changed: bool,
 ) -> int | None:
-    """A ready snapshot with exactly these members: the base itself when nothing changed, else
-    one built after it (a build that was interrupted before its activation and is now run
-    again). Older snapshots are not compared: counting each one's members cost a pass over the
-    collection per snapshot, and missing one only means building an equal snapshot again."""
+    """A ready snapshot with exactly these members: the base itself when nothing changed (the
+    member delta said so: its members are not compared again), else one built after it (a
+    build that was interrupted before its activation and is now run again). Older snapshots
+    are not compared: counting each one's members cost a pass over the collection per
+    snapshot, and missing one only means building an equal snapshot again."""
     if base_id is None:
         return None  # no ready snapshot of this model at all
+    if not changed:
+        same = conn.execute(sql.SQL(
+            "SELECT snapshot_id FROM {s}.snapshots WHERE snapshot_id = %s"
+            " AND corpus_version IS NOT DISTINCT FROM %s").format(s=info.schema_id),
+            (base_id, corpus_version)).fetchone()
+        if same is not None:
+            return base_id
     row = conn.execute(
         sql.SQL(
             "SELECT s.snapshot_id FROM {s}.snapshots s WHERE s.state = 'ready'"
             " AND s.embed_model = %(model)s AND s.corpus_version IS NOT DISTINCT FROM %(cv)s"
-            " AND (s.snapshot_id > %(base)s OR (s.snapshot_id = %(base)s AND NOT %(changed)s))"
+            " AND s.snapshot_id > %(base)s"
             " AND (SELECT count(*) FROM {s}.snapshot_members m"
             "      WHERE m.snapshot_id = s.snapshot_id) = cardinality(%(pks)s::bigint[])"
             " AND NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
             "      WHERE m.snapshot_id = s.snapshot_id AND m.version_pk <> ALL(%(pks)s))"
             " ORDER BY s.snapshot_id DESC LIMIT 1"
         ).format(s=info.schema_id),
-        {"model": spec.model_key, "cv": corpus_version, "pks": pks, "base": base_id,
-         "changed": changed},
+        {"model": spec.model_key, "cv": corpus_version, "pks": pks, "base": base_id},
     ).fetchone()
     return int(row[0]) if row else None
 

@@ -25,14 +25,9 @@ from psycopg import sql
 from pgcite._types import DEFAULT_FUSION, Fusion, Mode
 from pgcite.store._collections import vector_expression, vector_type
 
-# BM25 over the snapshot's segments (docs/retrieval.md): each segment's postings carry raw term
-# frequencies and chunk lengths, the snapshot its statistics (N, average length; a term's df is
-# its postings' lengths over the segments minus its df among the snapshot's deleted chunks), so a
-# chunk scores exactly as in an index built for that snapshot alone. The query is analysed by the
-# same to_tsvector configuration as the documents. Chunks a snapshot deleted from a segment are
-# dropped before the sum (a hashed anti-join), and filters apply before the LIMIT: the leg is
-# never under-filled.
-_KEYWORD = """
+# The query's lexemes, the snapshot's statistics and each lexeme's idf: the start of both exact
+# legs (summed and pruned) and what the evidence reads.
+_KEYWORD_TERMS = """
 kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
     FROM unnest(to_tsvector({cfg}::regconfig, %(ranking_text)s))
@@ -40,7 +35,35 @@ kw_terms AS (
     SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
            bm25_k1::float8 AS k1, bm25_b::float8 AS b
     FROM {s}.snapshots WHERE snapshot_id = %(snapshot_id)s
-), kw_postings AS MATERIALIZED (
+), kw_idf AS MATERIALIZED (
+    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, t.postings
+    FROM (SELECT b.term, sum(b.postings) AS postings,
+                 (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
+          FROM {s}.snapshot_segments ss JOIN {s}.segment_blocks b USING (segment_id)
+          CROSS JOIN kw_terms
+          LEFT JOIN {s}.snapshot_deleted_df d
+            ON d.snapshot_id = %(snapshot_id)s AND d.term = b.term
+          WHERE ss.snapshot_id = %(snapshot_id)s AND b.term = ANY(kw_terms.terms)
+          GROUP BY b.term) t CROSS JOIN kw_stats st
+    WHERE t.df > 0
+)"""
+# BM25 over the snapshot's segments (docs/retrieval.md): each segment's postings carry raw term
+# frequencies and chunk lengths, the snapshot its statistics (N, average length; a term's df is
+# its postings' lengths over the segments minus its df among the snapshot's deleted chunks), so a
+# chunk scores exactly as in an index built for that snapshot alone. The query is analysed by the
+# same to_tsvector configuration as the documents. Chunks a snapshot deleted from a segment are
+# dropped before the sum (a hashed anti-join), and filters apply before the LIMIT: the leg is
+# never under-filled.
+#
+# Two measured choices (bench/scale.py at 1M chunks, docs/retrieval.md "Large collections"): a
+# list's length (its df in the segment) is read from segment_blocks, not as the cardinality of its
+# postings array, which detoasted every array once more only to count it (3.4 of 336 ms of a
+# 390k-posting query); and the postings are unnested in a select list (a ProjectSet node, which
+# streams them) rather than in FROM (a function scan, which first copies every posting into a
+# tuplestore that spills to disk past work_mem).
+_KEYWORD = _KEYWORD_TERMS + """, kw_postings AS MATERIALIZED (
     SELECT ss.segment_id, p.term, p.chunk_pks, p.tfs, p.lengths
     FROM {s}.snapshot_segments ss JOIN {s}.segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
@@ -49,26 +72,7 @@ kw_terms AS (
     SELECT ss.segment_id, d.chunk_pk
     FROM {s}.snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
-), kw_idf AS MATERIALIZED (
-    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
-    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM (SELECT p.term,
-                 (sum(cardinality(p.chunk_pks)) - coalesce(max(d.df), 0))::float8 AS df
-          FROM kw_postings p LEFT JOIN {s}.snapshot_deleted_df d
-            ON d.snapshot_id = %(snapshot_id)s AND d.term = p.term
-          GROUP BY p.term) t CROSS JOIN kw_stats st
-    WHERE t.df > 0
-), kw_scored AS (
-    SELECT u.chunk_pk,
-           sum(i.idf * u.tf * (st.k1 + 1)
-               / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
-    FROM kw_postings p JOIN kw_idf i USING (term) CROSS JOIN kw_stats st,
-         {postings} AS u(chunk_pk, tf, len)
-    WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                      WHERE d.segment_id = p.segment_id AND d.chunk_pk = u.chunk_pk)
-    GROUP BY u.chunk_pk
-), kw_top AS (
+), {scored}, kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
     FROM kw_scored k {join}
     ORDER BY k.score DESC, k.chunk_pk
@@ -78,7 +82,7 @@ kw_terms AS (
     SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
            {norm_score} AS norm
     FROM kw_top
-)"""
+)"""  # noqa: S608 (this module's constant fragments; values are parameters)
 # Answerability signals (pgcite.retrieve._answerability) of the keyword leg: the share of the
 # query's idf mass that the snapshot holds at all, the share its best keyword hit holds, and
 # how many of the query's names (capitalised words, given as %(names_text)s) the snapshot has
@@ -113,32 +117,106 @@ kw_mass AS (
 # there when term_depth bounds it (each segment's postings are impact-ordered by its own
 # statistics, so the slice is their best N). A filtered leg is always exact: a prefix cut before
 # the filters could leave it empty.
-_ALL_POSTINGS = "unnest(p.chunk_pks, p.tfs, p.lengths)"
-_TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}], p.tfs[1:{term_depth}],"
-                 " p.lengths[1:{term_depth}])")
+# (Set-returning functions in one select list advance in lockstep; a segment's three arrays have
+# the same length, so each row is one posting.)
+_ALL_POSTINGS = ("unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf,"
+                 " unnest(p.lengths) AS len")
+_TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}]) AS chunk_pk,"
+                 " unnest(p.tfs[1:{term_depth}]) AS tf, unnest(p.lengths[1:{term_depth}]) AS len")
+# BM25's weight of one posting: idf, term frequency, chunk length (SQL expressions).
+_WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
+           " / ({tf} + st.k1 * (1 - st.b + st.b * {len} / st.avgdl))")
+# The live postings of the query's lists (those {lists} keeps) summed per chunk; {gate} is a
+# condition without columns (the planner runs it once, before the sum).
+_SUM = """SELECT u.chunk_pk, max(u.len) AS len, sum({weight}) AS score
+    FROM (SELECT p.segment_id, i.idf, {{postings}}
+          FROM kw_postings p JOIN kw_idf i USING (term) WHERE {lists}) u CROSS JOIN kw_stats st
+    WHERE {gate} NOT EXISTS (SELECT 1 FROM kw_dead d
+                             WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
+    GROUP BY u.chunk_pk"""  # noqa: S608
+# Every posting (or each list's first term_depth), summed.
+_POSTING_WEIGHT = _WEIGHT.format(idf="u.idf", tf="u.tf", len="u.len")
+_SUMMED = "kw_scored AS (" + _SUM.format(weight=_POSTING_WEIGHT, lists="true", gate="") + ")"
+# The exact sum without reading the query's long lists where they cannot matter (MaxScore's
+# skipping, for whole lists). On 1M chunks a query's time is its postings' (~0.3 us each), and
+# the slowest 5-10% of six-word queries hold one list of 100k-390k postings, of a term so common
+# that one posting of it weighs little. The lists of at least {long_list} postings are "long";
+# the others are summed first (kw_short), and theta, the fetch-th best of those partial scores
+# among chunks that pass the filters, is a lower bound of the fetch-th best full score (weights
+# are positive). A chunk that only long lists hold scores at most the sum of their bounds (each
+# term's idf times its best block bound: segment_blocks' (max tf, min length) pairs bound every
+# posting under any statistics, migration 0007). When that sum is below theta, no such chunk can
+# enter the top fetch, the long lists are not read, and a short-list chunk whose partial score
+# plus that sum reaches theta gets its long terms' weights from its own tsvector (the source of
+# the postings' term frequencies; its length is the one its postings carry), so every score that
+# can reach the top is the full one. Otherwise (theta too low, fewer than fetch chunks, or more
+# completions than the long lists' postings are worth) the long lists' postings are added to the
+# short sums. With no long list it is _SUMMED, and theta is never computed: initplans run when
+# first read, and AND reads its second operand only when the first is true.
+_SKIPPING = """kw_long AS MATERIALIZED (
+    SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub
+    FROM {{s}}.snapshot_segments ss JOIN {{s}}.segment_blocks b USING (segment_id)
+    JOIN kw_idf i USING (term) CROSS JOIN kw_stats st,
+         LATERAL (SELECT max({block}) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound)
+    WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= {{long_list}}
+    GROUP BY b.term, i.idf, i.postings
+), kw_short AS MATERIALIZED (
+    {short}
+), kw_bound AS (
+    SELECT (SELECT sum(ub) FROM kw_long) AS rest,
+           (SELECT k.score FROM kw_short k {{join}} ORDER BY k.score DESC, k.chunk_pk
+            OFFSET {{fetch_offset}} LIMIT 1) AS theta
+), kw_skip AS MATERIALIZED (
+    -- (a relative margin: the bounds and the scores are summed in other orders) and only where
+    -- the completions cost less than the long lists would
+    SELECT l.present, l.present
+           AND coalesce((SELECT bd.rest * (1 + 1e-9) < bd.theta
+                                AND (SELECT count(*) FROM kw_short k
+                                     WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9))
+                                    * {{completion_cost}} < (SELECT sum(postings) FROM kw_long)
+                         FROM kw_bound bd), false) AS skip
+    FROM (SELECT EXISTS (SELECT 1 FROM kw_long) AS present) l
+), kw_scored AS (
+    SELECT k.chunk_pk, k.len, k.score + coalesce((
+               SELECT sum({completion})
+               FROM (SELECT t.lexeme, cardinality(t.positions) AS tf FROM unnest(c.tsv) AS t) x
+               JOIN kw_long l ON l.term = x.lexeme), 0) AS score
+    FROM kw_short k JOIN {{s}}.chunks c USING (chunk_pk) CROSS JOIN kw_bound bd
+    CROSS JOIN kw_stats st
+    WHERE (SELECT skip FROM kw_skip) AND k.score + bd.rest >= bd.theta * (1 - 1e-9)
+    UNION ALL
+    SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
+        SELECT chunk_pk, len, score FROM kw_short
+        UNION ALL
+        SELECT u.chunk_pk, u.len, {weight}
+        FROM (SELECT p.segment_id, i.idf, {{postings}}
+              FROM kw_postings p JOIN kw_idf i USING (term)
+              WHERE i.postings >= {{long_list}}) u CROSS JOIN kw_stats st
+        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
+                          WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    WHERE (SELECT present AND NOT skip FROM kw_skip)
+    GROUP BY x.chunk_pk
+    UNION ALL
+    {every}
+)""".format(  # noqa: S608
+    block=_WEIGHT.format(idf="1", tf="x.mt", len="x.ml"),
+    completion=_WEIGHT.format(idf="l.idf", tf="x.tf", len="k.len"),
+    short=_SUM.format(weight=_POSTING_WEIGHT, lists="i.postings < {long_list}", gate=""),
+    weight=_POSTING_WEIGHT,
+    every=_SUM.format(weight=_POSTING_WEIGHT, lists="true",
+                      gate="NOT (SELECT present FROM kw_skip) AND"))
+# Lists of at least this many postings (over a snapshot's segments) are "long" for _SKIPPING:
+# skipping a shorter one saves less than the theta it needs costs. Read when a statement is built
+# (tests lower it).
+LONG_LIST = 32768
+# What completing one chunk from its tsvector costs, in postings summed: ~15 us against ~0.3 us
+# (measured at 1M, warm). The long lists are skipped only where the completions cost less.
+COMPLETION_COST = 200
 # The pruned exact leg (migrations 0007 and 0009, keyword_top): the same top-k and scores as _KEYWORD's
 # exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
 # itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold
-# and its top-k, so a filtered leg is exact and full too. The idf per lexeme comes from the list
-# lengths segment_blocks keeps, so no postings array is read for it (the evidence needs it).
-_KEYWORD_PRUNED = """
-kw_terms AS (
-    SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
-    FROM unnest(to_tsvector({cfg}::regconfig, %(ranking_text)s))
-), kw_stats AS (
-    SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl
-    FROM {s}.snapshots WHERE snapshot_id = %(snapshot_id)s
-), kw_idf AS MATERIALIZED (
-    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM (SELECT b.term, (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
-          FROM {s}.snapshot_segments ss JOIN {s}.segment_blocks b USING (segment_id)
-          CROSS JOIN kw_terms
-          LEFT JOIN {s}.snapshot_deleted_df d
-            ON d.snapshot_id = %(snapshot_id)s AND d.term = b.term
-          WHERE ss.snapshot_id = %(snapshot_id)s AND b.term = ANY(kw_terms.terms)
-          GROUP BY b.term) t CROSS JOIN kw_stats st
-    WHERE t.df > 0
-), kw_top AS (
+# and its top-k, so a filtered leg is exact and full too.
+_KEYWORD_PRUNED = _KEYWORD_TERMS + """, kw_top AS (
     SELECT t.hit_pk AS chunk_pk, t.hit_score AS score
     FROM kw_terms,
          {s}.keyword_top(%(snapshot_id)s, kw_terms.terms, {fetch}, {exhaustive}, %(kw_filter)s) t
@@ -146,7 +224,7 @@ kw_terms AS (
     SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
            {norm_score} AS norm
     FROM kw_top
-)"""
+)"""  # noqa: S608
 # Whether the exact keyword leg prunes by default (SearchOptions.pruning); decided by
 # bench/segments_keyword.py (docs/retrieval.md, "Pruned keyword leg").
 DEFAULT_PRUNING = False
@@ -242,6 +320,7 @@ def build_search_sql(
     term_depth: int | None = None,
     pruning: bool = False,
     evidence: bool = True,
+    long_list: int | None = None,
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
 
@@ -252,6 +331,7 @@ def build_search_sql(
     by keyword_top (same top-k, fewer postings read), filtered or not; it needs the parameter
     ``kw_filter`` (:func:`inline_filter`). term_depth, where it applies, wins over it.
     ``evidence=False`` leaves the answerability signals out (NULL), to measure their cost.
+    ``long_list``: the exact summed leg's long-list size (None: :data:`LONG_LIST`, read now).
     """
     counts = {name: sql.Literal(_count(name, value))
               for name, value in (("fetch", fetch), ("limit", limit), ("term_depth", term_depth))}
@@ -266,18 +346,8 @@ def build_search_sql(
             join = sql.SQL(_KEYWORD_JOIN).format(s=schema, filters=filters,
                                                  constraint=constraint_sql)
             term_depth = None
-        if pruning and term_depth is None:
-            ctes.append(sql.SQL(_KEYWORD_PRUNED).format(
-                s=schema, cfg=sql.Literal(ts_config), fetch=counts["fetch"],
-                exhaustive=sql.Literal(PRUNING_EXHAUSTIVE_BELOW),
-                norm_score=sql.SQL(_NORM.format(x="score"))))
-        else:
-            ctes.append(sql.SQL(_KEYWORD).format(
-                s=schema, cfg=sql.Literal(ts_config), join=join,
-                fetch=counts["fetch"],
-                postings=(sql.SQL(_ALL_POSTINGS) if term_depth is None
-                          else sql.SQL(_TOP_POSTINGS).format(term_depth=counts["term_depth"])),
-                norm_score=sql.SQL(_NORM.format(x="score"))))
+        ctes.append(keyword_leg(schema=schema, ts_config=ts_config, join=join, fetch=fetch,
+                                term_depth=term_depth, pruning=pruning, long_list=long_list))
         ctes.append(sql.SQL(_EVIDENCE if evidence else _EMPTY_EVIDENCE).format(
             s=schema, cfg=sql.Literal(ts_config)))
     else:
@@ -296,6 +366,28 @@ def build_search_sql(
             s=schema, fusion=sql.SQL(_FUSION_SQL[fusion]), limit=counts["limit"],
             evidence=sql.SQL(_EVIDENCE_COLUMNS if evidence else _NO_EVIDENCE_COLUMNS).format(
                 depth=sql.Literal(EVIDENCE_DEPTH))))
+
+
+def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable, fetch: int,
+                term_depth: int | None, pruning: bool, long_list: int | None) -> sql.Composed:
+    """The keyword leg's CTEs (ending in ``kw``), as :func:`build_search_sql` describes them;
+    ``join`` joins the chunk rows and applies the filters (empty: unfiltered)."""
+    fetch_sql = sql.Literal(_count("fetch", fetch))
+    norm_score = sql.SQL(_NORM.format(x="score"))
+    if pruning and term_depth is None:
+        return sql.SQL(_KEYWORD_PRUNED).format(
+            s=schema, cfg=sql.Literal(ts_config), fetch=fetch_sql,
+            exhaustive=sql.Literal(PRUNING_EXHAUSTIVE_BELOW), norm_score=norm_score)
+    if term_depth is not None:
+        scored = sql.SQL(_SUMMED).format(postings=sql.SQL(_TOP_POSTINGS).format(
+            term_depth=sql.Literal(_count("term_depth", term_depth))))
+    else:
+        scored = sql.SQL(_SKIPPING).format(
+            s=schema, postings=sql.SQL(_ALL_POSTINGS), join=join,
+            long_list=sql.Literal(LONG_LIST if long_list is None else long_list),
+            completion_cost=sql.Literal(COMPLETION_COST), fetch_offset=sql.Literal(fetch - 1))
+    return sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=join,
+                                    fetch=fetch_sql, scored=scored, norm_score=norm_score)
 
 
 def _count(name: str, value: int | None) -> int | None:

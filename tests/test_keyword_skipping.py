@@ -1,0 +1,126 @@
+"""The exact keyword leg's long-list skipping (retrieve/_sql.py, _SKIPPING) returns exactly the
+exhaustive top-k: randomized corpora grown in several segments with deleted chunks, filtered and
+not, under several plan shapes, against the BM25 reference of tests/test_segments.py. The lists
+here are short, so the test lowers the long-list size (every common word's list is long) and
+prices completions at nothing (skip wherever the bounds allow) or at more than any list (never
+skip), and checks that both paths were really taken."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import pgcite
+from pgcite.retrieve import _sql
+from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._search import SearchOptions, prepare_search
+from tests.test_pruning import FILTERS, PLANNER, _assert_exact_top, _grow, _passing, _set_statistics
+from tests.test_segments import _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
+
+# (long-list size, completion cost): skip wherever theta allows; never skip
+REGIMES = {"skipping": (20, 0), "summed": (20, 10**9)}
+
+
+def _keyword_leg(conn: psycopg.Connection, col: pgcite.Collection, query: str, top_k: int,
+                 filters: Filters) -> dict[str, float]:
+    """Every candidate of the keyword leg (its top ``fetch``, not only the top_k a search
+    returns) through the search statement: id -> keyword score."""
+    statement, params = prepare_search(col.info, col.active_snapshot(), query, filters=filters,
+                                       options=SearchOptions(mode="keyword", top_k=top_k),
+                                       query_vector=None, explain=True, evidence=False)
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        rows = cur.execute(statement, params).fetchall()
+    return {r["id"]: float(r["kw_score"]) for r in rows}
+
+
+def _skipped(conn: psycopg.Connection, col: pgcite.Collection, query: str, k: int) -> bool:
+    """Whether the unfiltered leg skipped its long lists for this query."""
+    options = SearchOptions(mode="keyword", top_k=k)
+    leg = _sql.keyword_leg(schema=col.info.schema_id, ts_config=col.info.ts_config,
+                           join=sql.SQL(""), fetch=options.fetch, term_depth=None,
+                           pruning=False, long_list=None)
+    row = conn.execute(sql.SQL("WITH {} SELECT skip FROM kw_skip").format(leg), {
+        "ranking_text": query, "snapshot_id": col.active_snapshot().snapshot_id}).fetchone()
+    return bool(row and row[0])
+
+
+@pytest.mark.parametrize("seed", [41, 42])
+def test_skipping_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
+        client: pgcite.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        seed: int) -> None:
+    col = _grow(client, f"skipping_{seed}", seed, tmp_path)
+    try:
+        snapshot_id = col.active_snapshot().snapshot_id
+        rng = random.Random(seed * 5)
+        # the longer queries hold both common (long) and rare words
+        queries = [q for q in _queries(rng, 60) if len(q.split()) > 1][:20]
+        cases: list[tuple[Filters, str, dict[str, float]]] = []
+        with client.connection() as conn:
+            chunks = _live_chunks(conn, col, snapshot_id)
+            for filters in FILTERS:
+                passing = _passing(conn, col, snapshot_id, filters)
+                for query in queries:
+                    every = exhaustive_bm25(chunks, _lexemes(conn, col, query))
+                    cases.append((filters, query,
+                                  {c: s for c, s in every.items() if c in passing}))
+        taken: Counter[str] = Counter()
+        wrong: list[tuple[str, str, str]] = []
+        for name, (long_list, cost) in REGIMES.items():
+            monkeypatch.setattr(_sql, "LONG_LIST", long_list)
+            monkeypatch.setattr(_sql, "COMPLETION_COST", cost)
+            with client.connection() as conn:
+                taken[name] = sum(_skipped(conn, col, q, 3) for q in queries)
+            for regime, settings in PLANNER:
+                if regime in ("no statistics", "analyzed"):
+                    with client.db.connect(autocommit=True) as conn:
+                        _set_statistics(conn, col, analyzed=regime == "analyzed")
+                with client.db.connect(autocommit=True) as conn:
+                    for key, value in settings.items():
+                        conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(key),
+                                                                   sql.Literal(value)))
+                    for filters, query, want in cases:
+                        for top_k in (1, 3):
+                            fetch = SearchOptions(top_k=top_k).fetch
+                            try:
+                                _assert_exact_top(_keyword_leg(conn, col, query, top_k, filters),
+                                                  want, fetch)
+                            except AssertionError as exc:
+                                wrong.append((name, regime,
+                                              f"{filters!r} {query!r} k={fetch}: {exc}"))
+        assert not wrong, f"{len(wrong)} wrong top-k, e.g. {wrong[:3]}"
+        # both paths ran: the bounds allowed skipping for some queries, and never when priced out
+        assert taken["skipping"] >= 3, taken
+        assert taken["summed"] == 0, taken
+    finally:
+        client.drop_collection(f"skipping_{seed}")
+
+
+
+def test_chunks_only_long_lists_hold_still_rank_when_their_bounds_reach_theta(
+        client: pgcite.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three long chunks hold the one short term once; six hold only the two long terms, often,
+    and outscore them. The long lists' bounds reach theta, so the leg may not skip them: its top
+    three are chunks only the long lists hold."""
+    filler = "meadow quarrel sermon"
+    docs = ([{"_id": f"short{i}", "text": f"gunpowder {filler} ledger tavern orchard bishop",
+              "date": "1600-01-01"} for i in range(3)]
+            + [{"_id": f"long{i}", "text": "harbour harbour harbour lantern lantern",
+                "date": "1600-01-01"} for i in range(6)]
+            + [{"_id": f"filler{i}", "text": filler, "date": "1600-01-01"} for i in range(30)])
+    col = client.create_collection("skipping_bounds")
+    try:
+        col.ingest([_write(tmp_path / "bounds.jsonl", docs)])
+        monkeypatch.setattr(_sql, "LONG_LIST", 4)
+        monkeypatch.setattr(_sql, "COMPLETION_COST", 0)
+        with client.connection() as conn:
+            assert not _skipped(conn, col, "harbour lantern gunpowder", 1)
+            leg = _keyword_leg(conn, col, "harbour lantern gunpowder", 1, Filters())
+        top = sorted(leg, key=lambda cid: -leg[cid])[:3]
+        assert all(cid.startswith("long") for cid in top), leg
+    finally:
+        client.drop_collection("skipping_bounds")

@@ -210,8 +210,9 @@ _SKIPPING = """kw_long AS MATERIALIZED (
 # (tests lower it).
 LONG_LIST = 32768
 # What completing one chunk from its tsvector costs, in postings summed: ~15 us against ~0.3 us
-# (measured at 1M, warm). The long lists are skipped only where the completions cost less.
-COMPLETION_COST = 200
+# with its page cached, several times that read from disk (measured at 1M; 50, 100 and 200 gave
+# the same p95 within noise there). The long lists are skipped only where completions cost less.
+COMPLETION_COST = 100
 # The pruned exact leg (migrations 0007 and 0009, keyword_top): the same top-k and scores as _KEYWORD's
 # exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
 # itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold

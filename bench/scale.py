@@ -245,11 +245,59 @@ def _summed() -> Iterator[None]:
         _sql.LONG_LIST = saved
 
 
+@contextlib.contextmanager
+def _every_row() -> Iterator[None]:
+    """A filtered keyword leg that joins the row of every scored chunk before it ranks them
+    (what it did before it read them best first, retrieve/_sql.py _BEST_FIRST)."""
+    saved = _sql._BEST_FIRST
+    _sql._BEST_FIRST = "{cte}"
+    try:
+        yield
+    finally:
+        _sql._BEST_FIRST = saved
+
+
 def _search(col: pgcite.Collection, text: str, vec: np.ndarray, opts: dict[str, Any], *,
-            summed: bool) -> pgcite.SearchResult:
-    with _summed() if summed else contextlib.nullcontext():
+            summed: bool = False, every_row: bool = False) -> pgcite.SearchResult:
+    with _summed() if summed else contextlib.nullcontext(), \
+            _every_row() if every_row else contextlib.nullcontext():
         return col.search(text, top_k=5, query_vector=vec, snippets=False, mode=opts["mode"],
+                          filters=opts.get("filters"),
                           options={"term_depth": opts.get("term_depth")})
+
+
+FILTERED_QUERIES = 60
+# A third of the chunks (corpus A) and a quarter (dated before 1700: years are uniform in
+# 1600-2000), the kinds of filter a kiosk or a tiered corpus always sends.
+FILTERS = {"corpus A": {"corpora": ["A"]}, "cutoff 1699": {"cutoff": "1699-12-31"}}
+
+
+def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
+                     centroids: np.ndarray) -> dict[str, Any]:
+    """Hybrid database time under filters, reading the scored chunks best first (the default)
+    against joining every scored chunk's row, interleaved as in :func:`latency`."""
+    texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(FILTERED_QUERIES)]
+    vecs = synthetic_vectors(FILTERED_QUERIES, rng, centroids)
+    names = [f"hybrid, {f}{how}" for f in FILTERS for how in ("", ", every row joined")]
+    db_ms: dict[str, list[float]] = {name: [] for name in names}
+    differ = 0
+    for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
+        ids: dict[str, list[str]] = {}
+        for timed in (False, True):
+            for name in names[i % len(names):] + names[:i % len(names)]:
+                key = name.removeprefix("hybrid, ").removesuffix(", every row joined")
+                result = _search(col, text, vec, {"mode": "hybrid", "filters": FILTERS[key]},
+                                 every_row=name.endswith("joined"))
+                if timed:
+                    db_ms[name].append(result.timings_ms["database"])
+                    ids[name] = [h.id for h in result.hits]
+        differ += any(ids[f"hybrid, {f}"] != ids[f"hybrid, {f}, every row joined"]
+                      for f in FILTERS)
+    out: dict[str, Any] = {name: {"p50_ms": pct(ms, 0.5), "p95_ms": pct(ms, 0.95),
+                                  "mean_ms": round(statistics.mean(ms), 2)}
+                           for name, ms in db_ms.items()}
+    out["best_first_vs_every_row_differing_queries"] = differ
+    return out
 
 
 def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
@@ -330,7 +378,8 @@ def main() -> None:
             # a reused collection keeps its published write-path rows (add_documents, ...)
             results[name] = {**(previous if args.reuse and previous else {}),
                              "chunks": n, "build": build, "sizes": sizes(col),
-                             "latency": latency(col, vocab, rng, centroids)}
+                             "latency": latency(col, vocab, rng, centroids),
+                             "filtered_latency": filtered_latency(col, vocab, rng, centroids)}
             if not args.reuse:
                 print(f"{name}: adding {ADD_DOCUMENTS} documents", file=sys.stderr)
                 results[name]["add_documents"] = add_documents(col, n, vocab, rng, centroids)
@@ -347,7 +396,18 @@ def render(results: dict[str, Any]) -> str:
     from make_readme import SCALE_HEADER, scale_rows
 
     lines = ["# Scale benchmark (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER,
-             *scale_rows(results), "", "Sizes (largest relations):", ""]
+             *scale_rows(results)]
+    for name, r in results.items():
+        if isinstance(r, dict) and "filtered_latency" in r:
+            f = r["filtered_latency"]
+            lines += ["", f"Filtered, {name} ({FILTERED_QUERIES} queries; hybrid database ms):", "",
+                      "| filter | best first (default) | every row joined |", "|---|---|---|"]
+            lines += [f"| {key} | {f[f'hybrid, {key}']['p50_ms']} / {f[f'hybrid, {key}']['p95_ms']}"
+                      f" | {f[f'hybrid, {key}, every row joined']['p50_ms']} /"
+                      f" {f[f'hybrid, {key}, every row joined']['p95_ms']} |" for key in FILTERS]
+            lines.append(f"\nQueries whose hits differ between the two:"
+                         f" {f['best_first_vs_every_row_differing_queries']}")
+    lines += ["", "Sizes (largest relations):", ""]
     for name, r in results.items():
         if isinstance(r, dict) and "sizes" in r:
             lines.append(f"- {name}: " + ", ".join(f"{k} {v}" for k, v in r["sizes"].items()))

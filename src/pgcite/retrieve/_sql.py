@@ -74,7 +74,7 @@ _KEYWORD = _KEYWORD_TERMS + """, kw_postings AS MATERIALIZED (
     WHERE ss.snapshot_id = %(snapshot_id)s
 ), {scored}, kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
-    FROM kw_scored k {join}
+    FROM {ranked} k {join}
     ORDER BY k.score DESC, k.chunk_pk
     LIMIT {fetch}
 ), kw AS (
@@ -164,7 +164,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     {short}
 ), kw_bound AS (
     SELECT (SELECT sum(ub) FROM kw_long) AS rest,
-           (SELECT k.score FROM kw_short k {{join}} ORDER BY k.score DESC, k.chunk_pk
+           (SELECT k.score FROM {{ranked_short}} k {{join}} ORDER BY k.score DESC, k.chunk_pk
             OFFSET {{fetch_offset}} LIMIT 1) AS theta
 ), kw_skip AS MATERIALIZED (
     -- (a relative margin: the bounds and the scores are summed in other orders) and only where
@@ -235,6 +235,11 @@ PRUNING_EXHAUSTIVE_BELOW = 4096
 
 # Filters need the chunk row; without them, the postings alone rank (half the work).
 _KEYWORD_JOIN = "JOIN {s}.chunks c USING (chunk_pk) WHERE {filters} {constraint}"
+# What a filtered leg reads its top from: the scored chunks best first, so that a nested loop
+# looks up chunk rows only until enough pass (at 1M chunks a hash join read the row of every
+# scored chunk: 0.2 s p50, 1.1 s p95 under a corpus filter). The outer ORDER BY stays: a join
+# may return rows in another order (migration 0009), and then the result is still exact.
+_BEST_FIRST = "(SELECT * FROM {cte} ORDER BY score DESC, chunk_pk OFFSET 0)"
 
 # HNSW: the ORDER BY expression is exactly the partial index's expression, and the model
 # predicate matches the index predicate (as a literal, so every plan can use the index).
@@ -342,7 +347,7 @@ def build_search_sql(
     vtype = vector_type(dim, halfvec)
     ctes: list[sql.Composable] = []
     if mode in ("keyword", "hybrid"):
-        join: sql.Composable = sql.SQL("")
+        join: sql.Composable | None = None
         if filtered or constraint:
             join = sql.SQL(_KEYWORD_JOIN).format(s=schema, filters=filters,
                                                  constraint=constraint_sql)
@@ -369,12 +374,18 @@ def build_search_sql(
                 depth=sql.Literal(EVIDENCE_DEPTH))))
 
 
-def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable, fetch: int,
-                term_depth: int | None, pruning: bool, long_list: int | None) -> sql.Composed:
+def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable | None,
+                fetch: int, term_depth: int | None, pruning: bool,
+                long_list: int | None) -> sql.Composed:
     """The keyword leg's CTEs (ending in ``kw``), as :func:`build_search_sql` describes them;
-    ``join`` joins the chunk rows and applies the filters (empty: unfiltered)."""
+    ``join`` joins the chunk rows and applies the filters (None: unfiltered)."""
     fetch_sql = sql.Literal(_count("fetch", fetch))
     norm_score = sql.SQL(_NORM.format(x="score"))
+    filters = join if join is not None else sql.SQL("")
+
+    def ranked(cte: str) -> sql.SQL:
+        return sql.SQL(_BEST_FIRST.format(cte=cte) if join is not None else cte)
+
     if pruning and term_depth is None:
         return sql.SQL(_KEYWORD_PRUNED).format(
             s=schema, cfg=sql.Literal(ts_config), fetch=fetch_sql,
@@ -384,11 +395,13 @@ def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable,
             term_depth=sql.Literal(_count("term_depth", term_depth))))
     else:
         scored = sql.SQL(_SKIPPING).format(
-            s=schema, postings=sql.SQL(_ALL_POSTINGS), join=join,
+            s=schema, postings=sql.SQL(_ALL_POSTINGS), join=filters,
             long_list=sql.Literal(LONG_LIST if long_list is None else long_list),
-            completion_cost=sql.Literal(COMPLETION_COST), fetch_offset=sql.Literal(fetch - 1))
-    return sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=join,
-                                    fetch=fetch_sql, scored=scored, norm_score=norm_score)
+            completion_cost=sql.Literal(COMPLETION_COST), fetch_offset=sql.Literal(fetch - 1),
+            ranked_short=ranked("kw_short"))
+    return sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=filters,
+                                    fetch=fetch_sql, scored=scored, ranked=ranked("kw_scored"),
+                                    norm_score=norm_score)
 
 
 def _count(name: str, value: int | None) -> int | None:

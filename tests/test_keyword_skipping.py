@@ -19,7 +19,7 @@ import pgcite
 from pgcite.retrieve import _sql
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
-from tests.test_pruning import FILTERS, PLANNER, _assert_exact_top, _grow, _passing, _set_statistics
+from tests.test_pruning import FILTERS, _assert_exact_top, _grow, _passing, planner_regimes
 from tests.test_segments import _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
 
 # (long-list size, completion cost): skip wherever theta allows; never skip
@@ -75,23 +75,16 @@ def test_skipping_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
             monkeypatch.setattr(_sql, "COMPLETION_COST", cost)
             with client.connection() as conn:
                 taken[name] = sum(_skipped(conn, col, q, 3) for q in queries)
-            for regime, settings in PLANNER:
-                if regime in ("no statistics", "analyzed"):
-                    with client.db.connect(autocommit=True) as conn:
-                        _set_statistics(conn, col, analyzed=regime == "analyzed")
-                with client.db.connect(autocommit=True) as conn:
-                    for key, value in settings.items():
-                        conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(key),
-                                                                   sql.Literal(value)))
-                    for filters, query, want in cases:
-                        for top_k in (1, 3):
-                            fetch = SearchOptions(top_k=top_k).fetch
-                            try:
-                                _assert_exact_top(_keyword_leg(conn, col, query, top_k, filters),
-                                                  want, fetch)
-                            except AssertionError as exc:
-                                wrong.append((name, regime,
-                                              f"{filters!r} {query!r} k={fetch}: {exc}"))
+            for regime, conn in planner_regimes(client, col):
+                for filters, query, want in cases:
+                    for top_k in (1, 3):
+                        fetch = SearchOptions(top_k=top_k).fetch
+                        try:
+                            _assert_exact_top(_keyword_leg(conn, col, query, top_k, filters),
+                                              want, fetch)
+                        except AssertionError as exc:
+                            wrong.append((name, regime,
+                                          f"{filters!r} {query!r} k={fetch}: {exc}"))
         assert not wrong, f"{len(wrong)} wrong top-k, e.g. {wrong[:3]}"
         # both paths ran: the bounds allowed skipping for some queries, and never when priced out
         assert taken["skipping"] >= 3, taken

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,22 @@ def _set_statistics(conn: psycopg.Connection, col: pgcite.Collection, *, analyze
                      (col.info.schema_name, table, f"{col.info.schema_name}.{table}"))
 
 
+def planner_regimes(client: pgcite.Client,
+                    col: pgcite.Collection) -> Iterator[tuple[str, psycopg.Connection]]:
+    """Each PLANNER regime in turn, with a connection planning under it: the statistics as the
+    regime says (they stay so for the regimes after it), its settings on a new connection
+    (plpgsql keeps the plans of its static statements per connection)."""
+    for regime, settings in PLANNER:
+        if regime in ("no statistics", "analyzed"):
+            with client.db.connect(autocommit=True) as conn:
+                _set_statistics(conn, col, analyzed=regime == "analyzed")
+        with client.db.connect(autocommit=True) as conn:
+            for name, value in settings.items():
+                conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name),
+                                                           sql.Literal(value)))
+            yield regime, conn
+
+
 @pytest.mark.parametrize("seed", [21, 22, 23])
 def test_pruned_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
         client: pgcite.Client, tmp_path: Path, seed: int) -> None:
@@ -144,24 +161,16 @@ def test_pruned_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
                                   {c: s for c, s in every.items() if c in passing}))
         rounds: list[int] = []
         wrong: list[tuple[str, str]] = []
-        for regime, settings in PLANNER:
-            if regime in ("no statistics", "analyzed"):
-                with client.db.connect(autocommit=True) as conn:
-                    _set_statistics(conn, col, analyzed=regime == "analyzed")
-            # a new connection per regime: plpgsql keeps the plans of its static statements
-            with client.db.connect(autocommit=True) as conn:
-                for name, value in settings.items():
-                    conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name),
-                                                               sql.Literal(value)))
-                for filters, terms, want in cases:
-                    for k in (1, 3, 10):
-                        got, used = _keyword_top(conn, col, snapshot_id, terms, k, filters)
-                        rounds.append(used)
-                        try:
-                            _assert_exact_top(got, want, k)
-                        except AssertionError:
-                            wrong.append((regime, f"{filters!r} {terms} k={k}: "
-                                                  f"{len(got)} of {min(k, len(want))}"))
+        for regime, conn in planner_regimes(client, col):
+            for filters, terms, want in cases:
+                for k in (1, 3, 10):
+                    got, used = _keyword_top(conn, col, snapshot_id, terms, k, filters)
+                    rounds.append(used)
+                    try:
+                        _assert_exact_top(got, want, k)
+                    except AssertionError:
+                        wrong.append((regime, f"{filters!r} {terms} k={k}: "
+                                              f"{len(got)} of {min(k, len(want))}"))
         per_regime = Counter(regime for regime, _ in wrong)
         assert not wrong, (f"wrong top-k of {len(cases) * 3} per regime: {dict(per_regime)};"
                            f" e.g. {wrong[:3]}")

@@ -6,6 +6,19 @@ kw_terms AS (
     SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
            bm25_k1::float8 AS k1, bm25_b::float8 AS b
     FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s
+), kw_idf AS MATERIALIZED (
+    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, t.postings
+    FROM (SELECT b.term, sum(b.postings) AS postings,
+                 (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
+          FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_blocks b USING (segment_id)
+          CROSS JOIN kw_terms
+          LEFT JOIN "pgc_diary".snapshot_deleted_df d
+            ON d.snapshot_id = %(snapshot_id)s AND d.term = b.term
+          WHERE ss.snapshot_id = %(snapshot_id)s AND b.term = ANY(kw_terms.terms)
+          GROUP BY b.term) t CROSS JOIN kw_stats st
+    WHERE t.df > 0
 ), kw_postings AS MATERIALIZED (
     SELECT ss.segment_id, p.term, p.chunk_pks, p.tfs, p.lengths
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_postings p USING (segment_id)
@@ -15,28 +28,66 @@ kw_terms AS (
     SELECT ss.segment_id, d.chunk_pk
     FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
-), kw_idf AS MATERIALIZED (
-    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
-    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf
-    FROM (SELECT p.term,
-                 (sum(cardinality(p.chunk_pks)) - coalesce(max(d.df), 0))::float8 AS df
-          FROM kw_postings p LEFT JOIN "pgc_diary".snapshot_deleted_df d
-            ON d.snapshot_id = %(snapshot_id)s AND d.term = p.term
-          GROUP BY p.term) t CROSS JOIN kw_stats st
-    WHERE t.df > 0
-), kw_scored AS (
-    SELECT u.chunk_pk,
-           sum(i.idf * u.tf * (st.k1 + 1)
-               / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
-    FROM kw_postings p JOIN kw_idf i USING (term) CROSS JOIN kw_stats st,
-         unnest(p.chunk_pks, p.tfs, p.lengths) AS u(chunk_pk, tf, len)
+), kw_long AS MATERIALIZED (
+    SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub
+    FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_blocks b USING (segment_id)
+    JOIN kw_idf i USING (term) CROSS JOIN kw_stats st,
+         LATERAL (SELECT max(1 * x.mt * (st.k1 + 1) / (x.mt + st.k1 * (1 - st.b + st.b * x.ml / st.avgdl))) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound)
+    WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= 32768
+    GROUP BY b.term, i.idf, i.postings
+), kw_short AS MATERIALIZED (
+    SELECT u.chunk_pk, max(u.len) AS len,
+           sum(u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
+    FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+          FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u CROSS JOIN kw_stats st
     WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                      WHERE d.segment_id = p.segment_id AND d.chunk_pk = u.chunk_pk)
+                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
+    GROUP BY u.chunk_pk
+), kw_bound AS (
+    SELECT (SELECT sum(ub) FROM kw_long) AS rest,
+           (SELECT k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s) ORDER BY k.score DESC, k.chunk_pk
+            OFFSET 29 LIMIT 1) AS theta
+), kw_skip AS MATERIALIZED (
+    -- (a relative margin: the bounds and the scores are summed in other orders) and only where
+    -- the completions cost less than the long lists would
+    SELECT l.present, l.present
+           AND coalesce((SELECT bd.rest * (1 + 1e-9) < bd.theta
+                                AND (SELECT count(*) FROM kw_short k
+                                     WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9))
+                                    * 100 < (SELECT sum(postings) FROM kw_long)
+                         FROM kw_bound bd), false) AS skip
+    FROM (SELECT EXISTS (SELECT 1 FROM kw_long) AS present) l
+), kw_scored AS (
+    SELECT k.chunk_pk, k.len, k.score + coalesce((
+               SELECT sum(l.idf * x.tf * (st.k1 + 1) / (x.tf + st.k1 * (1 - st.b + st.b * k.len / st.avgdl)))
+               FROM (SELECT t.lexeme, cardinality(t.positions) AS tf FROM unnest(c.tsv) AS t) x
+               JOIN kw_long l ON l.term = x.lexeme), 0) AS score
+    FROM kw_short k JOIN "pgc_diary".chunks c USING (chunk_pk) CROSS JOIN kw_bound bd
+    CROSS JOIN kw_stats st
+    WHERE (SELECT skip FROM kw_skip) AND k.score + bd.rest >= bd.theta * (1 - 1e-9)
+    UNION ALL
+    SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
+        SELECT chunk_pk, len, score FROM kw_short
+        UNION ALL
+        SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))
+        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term)
+              WHERE i.postings >= 32768) u CROSS JOIN kw_stats st
+        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
+                          WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    WHERE (SELECT present AND NOT skip FROM kw_skip)
+    GROUP BY x.chunk_pk
+    UNION ALL
+    SELECT u.chunk_pk, max(u.len) AS len,
+           sum(u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
+    FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+          FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
+    WHERE NOT (SELECT present FROM kw_skip) AND NOT EXISTS (SELECT 1 FROM kw_dead d
+                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
     GROUP BY u.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
-    FROM kw_scored k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s)
+    FROM (SELECT * FROM kw_scored ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s)
     ORDER BY k.score DESC, k.chunk_pk
     LIMIT 30
 ), kw AS (

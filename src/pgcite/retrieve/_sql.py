@@ -126,17 +126,18 @@ _TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}]) AS chunk_pk,"
 # BM25's weight of one posting: idf, term frequency, chunk length (SQL expressions).
 _WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
            " / ({tf} + st.k1 * (1 - st.b + st.b * {len} / st.avgdl))")
-# The live postings of the query's lists (those {lists} keeps) summed per chunk; {gate} is a
-# condition without columns (the planner runs it once, before the sum).
-_SUM = """SELECT u.chunk_pk, max(u.len) AS len, sum({weight}) AS score
+# The live postings of the query's lists (those {lists}, a WHERE clause or nothing, keeps) summed
+# per chunk; {gate} is a condition without columns (the planner runs it once, before the sum).
+_SUM = """SELECT u.chunk_pk, max(u.len) AS len,
+           sum({weight}) AS score
     FROM (SELECT p.segment_id, i.idf, {{postings}}
-          FROM kw_postings p JOIN kw_idf i USING (term) WHERE {lists}) u CROSS JOIN kw_stats st
-    WHERE {gate} NOT EXISTS (SELECT 1 FROM kw_dead d
-                             WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
+          FROM kw_postings p JOIN kw_idf i USING (term){lists}) u CROSS JOIN kw_stats st
+    WHERE {gate}NOT EXISTS (SELECT 1 FROM kw_dead d
+                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
     GROUP BY u.chunk_pk"""  # noqa: S608
 # Every posting (or each list's first term_depth), summed.
 _POSTING_WEIGHT = _WEIGHT.format(idf="u.idf", tf="u.tf", len="u.len")
-_SUMMED = "kw_scored AS (" + _SUM.format(weight=_POSTING_WEIGHT, lists="true", gate="") + ")"
+_SUMMED = "kw_scored AS (\n    " + _SUM.format(weight=_POSTING_WEIGHT, lists="", gate="") + "\n)"
 # The exact sum without reading the query's long lists where they cannot matter (MaxScore's
 # skipping, for whole lists). On 1M chunks a query's time is its postings' (~0.3 us each), and
 # the slowest 5-10% of six-word queries hold one list of 100k-390k postings, of a term so common
@@ -201,10 +202,10 @@ _SKIPPING = """kw_long AS MATERIALIZED (
 )""".format(  # noqa: S608
     block=_WEIGHT.format(idf="1", tf="x.mt", len="x.ml"),
     completion=_WEIGHT.format(idf="l.idf", tf="x.tf", len="k.len"),
-    short=_SUM.format(weight=_POSTING_WEIGHT, lists="i.postings < {long_list}", gate=""),
+    short=_SUM.format(weight=_POSTING_WEIGHT, lists=" WHERE i.postings < {long_list}", gate=""),
     weight=_POSTING_WEIGHT,
-    every=_SUM.format(weight=_POSTING_WEIGHT, lists="true",
-                      gate="NOT (SELECT present FROM kw_skip) AND"))
+    every=_SUM.format(weight=_POSTING_WEIGHT, lists="",
+                      gate="NOT (SELECT present FROM kw_skip) AND "))
 # Lists of at least this many postings (over a snapshot's segments) are "long" for _SKIPPING:
 # skipping a shorter one saves less than the theta it needs costs. Read when a statement is built
 # (tests lower it).

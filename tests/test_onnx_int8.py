@@ -48,9 +48,9 @@ def pair(settings: Settings) -> tuple[Embedder, Embedder]:
 
 def test_int8_vectors_close_to_fp32_not_equal(pair: tuple[Embedder, Embedder]) -> None:
     """Measured on these 41 texts (diary entries, 24 SciFact abstracts, edge cases) on this
-    machine's CPU (AVX-512 VNNI): cosine to fp32 min 0.978, mean 0.993; queries 0.993-0.995. The
-    floors leave room for another CPU's int8 kernels but fail for a broken graph (per-tensor
-    quantisation measured min 0.90, mean 0.94 on SciFact abstracts)."""
+    machine's CPU (AVX-512 VNNI), each text run alone: cosine to fp32 min 0.980, mean 0.994;
+    queries 0.993-0.995. The floors leave room for another CPU's int8 kernels but fail for a
+    broken graph (per-tensor quantisation measured min 0.90, mean 0.94 on SciFact abstracts)."""
     fp32, int8 = pair
     texts = _texts()
     a, b = fp32.embed_documents(texts), int8.embed_documents(texts)

@@ -196,7 +196,7 @@ class OnnxEmbedder:
     attention mask over pad tokens), documents on ``threads`` worker threads at once (all cores
     by default), queries on the caller's thread, so concurrent callers run side by side; runs
     are thread-safe in onnxruntime. Measured against padded length-bucketed batches of 32 on an
-    all-core session (bench/embedding.py, 185 SciFact chunks, 2 cores): int8 ≈ 1.9× and fp32
+    all-core session (bench/embedding.py, 185 SciFact chunks, 2 cores): int8 ≈ 2.0× and fp32
     ≈ 1.5× the chunks/s. A batch of 32 × 256 tokens keeps 12 heads' 256 × 256 attention scores
     per row (≈ 100 MB) out of cache, and an all-core session waits at every kernel for its
     slowest thread. With ``int8`` the graph is the quantised one and the spec says so

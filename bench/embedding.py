@@ -1,5 +1,7 @@
 """Embedding backends side by side in one run: torch (sentence-transformers) against ONNX
-Runtime fp32 (length-bucketed; unbucketed) and the opt-in int8 graph (PGCITE_EMBED_BACKEND=onnx-int8).
+Runtime fp32 and the opt-in int8 graph (PGCITE_EMBED_BACKEND=onnx-int8), each as it runs now (one
+text per run, a worker per core) and as it ran before (padded length buckets of 32 on an
+all-core session).
 
     python bench/embedding.py                      # writes bench/results/embedding/
     python bench/embedding.py --docs 100 --rounds 2 --queries 100 --scifact-full
@@ -7,13 +9,13 @@ Runtime fp32 (length-bucketed; unbucketed) and the opt-in int8 graph (PGCITE_EMB
 Sections, every variant interleaved round by round (the machine is shared: medians of rounds):
 - ingest: the whole pipeline (load, chunk, embed through the cache, entities, store, snapshot)
   on the first ``--docs`` SciFact abstracts, cold cache, per backend; chunks/s. The int8
-  backend runs once more with ``entities = off``: what entity recognition (spaCy, serial after
-  the embedding) costs.
+  backend runs once more with ``entities = off`` (what entity recognition costs), and once as
+  before: batched embedder, entities read after the embedding instead of alongside it.
 - raw: the embedder alone on the same chunk texts in batches of 32 (torch in document order;
-  torch given all texts at once, which sentence-transformers sorts by length; onnx in document
-  order = no buckets; onnx bucketed; onnx int8 bucketed).
+  torch given all texts at once, which sentence-transformers sorts by length; onnx and int8
+  now, and batched as before).
 - query latency: one query at a time (quiet), and 16 threads calling at once (per-call latency).
-- quality: dense-leg nDCG@10 (exact cosine, numpy) on a SciFact subset (the first
+- quality: dense-leg nDCG@10 (exact cosine, numpy; int8 also batched as before) on a SciFact subset (the first
   ``--quality-queries`` train queries, their relevant abstracts plus as many distractors), on
   XQuAD en (whole corpus and queries) and with ``--scifact-full`` on all 5,183 SciFact abstracts
   and 809 train claims (onnx fp32 and int8 only: torch is fp32 to cosine 0.9999, and the
@@ -31,7 +33,8 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +44,9 @@ from _common import DATA, RESULTS, client
 from pgcite._types import Contextual, Document
 from pgcite.embed import Embedder
 from pgcite.embed._base import Vectors, text_sha256
-from pgcite.embed._onnx import OnnxEmbedder
+from pgcite.embed._onnx import OnnxEmbedder, _session
 from pgcite.embed._registry import load_embedder
+from pgcite.ingest import _pipeline
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._entities import recognizer_for
 from pgcite.ingest._loaders import iter_documents
@@ -53,15 +57,49 @@ MODEL = "all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
-class Unbucketed:
-    """The onnx embedder fed batches in the given order (what bucketing is compared with)."""
+class Batched:
+    """The onnx embedder as it ran before one text per run: padded batches of 32 texts of
+    similar length (longest first, results back in order) on one session with an intra-op
+    thread per core."""
 
-    def __init__(self, inner: OnnxEmbedder) -> None:
+    def __init__(self, inner: OnnxEmbedder, batch_size: int = 32) -> None:
+        import onnxruntime
+
         self.inner = inner
+        self.batch_size = batch_size
+        self.session = _session(onnxruntime, inner._path, 0)
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return np.concatenate([self.inner._run(self.inner._documents, texts[i: i + 32])
-                               for i in range(0, len(texts), 32)])
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.inner.spec.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start: start + self.batch_size]
+            out[batch] = self.inner._run(self.session, [texts[i] for i in batch])
+        return out
+
+
+@contextmanager
+def before(embedder: OnnxEmbedder, batched: Batched) -> Iterator[None]:
+    """The ingest as it was before: the batched embedder, and entities read after all the
+    embedding rather than on the chunking thread while the worker embeds."""
+    original = _pipeline._overlapped
+
+    def serial(*args: Any) -> Any:
+        *rest, recognizer = args
+        chunked, vectors, mentions = original(*rest, None)
+        if recognizer is not None:
+            report = rest[5]
+            mentions = _pipeline._read_entities(
+                recognizer, [c.body for _, chunks in chunked for c in chunks], report)
+        return chunked, vectors, mentions
+
+    embedder.embed_documents = batched.embed_documents  # type: ignore[method-assign]
+    _pipeline._overlapped = serial  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        del embedder.embed_documents
+        _pipeline._overlapped = original
 
 
 def _chunk_texts(docs: list[Document], embedder: Embedder, budget: int,
@@ -182,15 +220,17 @@ def main() -> None:
             recognizer = recognizer_for("english")
             if recognizer is not None:
                 recognizer.entities(texts[:8])
+            batched = {"onnx": Batched(onnx), "onnx-int8": Batched(int8)}
             raw: dict[str, Callable[[list[str]], Any]] = {
                 "torch (document order)": lambda t: [embedders["torch"].embed_documents(
                     t[i: i + 32]) for i in range(0, len(t), 32)],
                 # sentence-transformers sorts one call's texts by length itself: the fair
-                # comparison for bucketed onnx (and what an ingest gives torch)
+                # comparison for batched onnx (and what an ingest gives torch)
                 "torch (length-sorted)": embedders["torch"].embed_documents,
-                "onnx unbucketed": Unbucketed(onnx).embed_documents,
-                "onnx bucketed": onnx.embed_documents,
-                "onnx-int8 bucketed": int8.embed_documents,
+                "onnx batched (before)": batched["onnx"].embed_documents,
+                "onnx one text per run": onnx.embed_documents,
+                "onnx-int8 batched (before)": batched["onnx-int8"].embed_documents,
+                "onnx-int8 one text per run": int8.embed_documents,
             }
             timings: dict[str, list[float]] = {}
             for _ in range(args.rounds):
@@ -200,6 +240,10 @@ def main() -> None:
                         name = f"ingest {backend}" + ("" if entities == "auto" else
                                                       f" (entities {entities})")
                         timings.setdefault(name, []).append(rate)
+                    with before(int8, batched["onnx-int8"]):
+                        timings.setdefault("ingest onnx-int8 (before: batched, entities "
+                                           "after)", []).append(
+                            _ingest_rate(c, source, texts, "onnx-int8", "auto"))
                 if "raw" not in args.skip:
                     for name, fn in raw.items():
                         started = time.perf_counter()
@@ -213,7 +257,9 @@ def main() -> None:
         if "latency" not in args.skip:
             result["query_latency_ms"] = _latency_section(embedders, args.queries, args.rounds)
         if "quality" not in args.skip:
-            result["ndcg10_dense"] = _quality(embedders, args.quality_queries, args.scifact_full)
+            result["ndcg10_dense"] = _quality(
+                {**embedders, "onnx-int8 batched (before)": Batched(int8)},
+                args.quality_queries, args.scifact_full)
     result["load_average_at_end"] = round(os.getloadavg()[0], 1)
     _write(result, RESULTS / args.out)
 
@@ -329,9 +375,9 @@ def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dic
         "onnx, one run per call (default)": onnx.embed_query,
         "onnx-int8, one run per call": embedders["onnx-int8"].embed_query,
         "onnx micro-batched, one lane (before)": QueryBatcher(
-            lambda texts: onnx._run(onnx._queries, texts), lanes=1).embed,
+            lambda texts: onnx._run(onnx._session, texts), lanes=1).embed,
         "onnx micro-batched, a lane per core": QueryBatcher(
-            lambda texts: onnx._run(onnx._queries, texts)).embed,
+            lambda texts: onnx._run(onnx._session, texts)).embed,
     }
     lat: dict[str, list[float]] = {}
     for _ in range(rounds):
@@ -342,7 +388,7 @@ def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dic
             for k, v in lat.items()}
 
 
-def _quality(embedders: dict[str, Embedder], n_queries: int, full: bool) -> dict[str, Any]:
+def _quality(embedders: dict[str, Any], n_queries: int, full: bool) -> dict[str, Any]:
     out: dict[str, Any] = {}
     data = {"scifact_subset": _scifact(n_queries), "xquad_en": _xquad()}
     if full:
@@ -353,7 +399,9 @@ def _quality(embedders: dict[str, Embedder], n_queries: int, full: bool) -> dict
             if name == "scifact_full" and variant == "torch":
                 continue  # fp32 like onnx (cosine 0.9999, tests/test_onnx_embedder.py)
             d = embedder.embed_documents(docs)
-            q = np.stack([embedder.embed_query(text) for text in queries])
+            # queries ran one at a time before too: a batched variant's are its embedder's
+            query = getattr(embedder, "inner", embedder).embed_query
+            q = np.stack([query(text) for text in queries])
             row[variant] = round(_ndcg10(q @ d.T, doc_ids, qrels), 4)
         out[name] = row
     return out
@@ -365,7 +413,7 @@ def _write(result: dict[str, Any], out: Path) -> None:
     lines = ["# Embedding backends (all-MiniLM-L6-v2)", "", f"Machine: {result['machine']}, "
              f"{result.get('load_average_at_end', '?')} at the end; "
              f"{result['rounds']} interleaved rounds, medians.", ""]
-    if "chunks_per_s" in result:
+    if result.get("chunks_per_s"):  # empty when --skip ingest raw
         lines += [f"Chunks/s on {result.get('chunks')} SciFact chunks:", "",
                   "| variant | chunks/s (median) | rounds |", "|---|---|---|"]
         lines += [f"| {k} | {v['median']} | {v['rounds']} |"
@@ -377,9 +425,11 @@ def _write(result: dict[str, Any], out: Path) -> None:
                   for k, v in result["query_latency_ms"].items()]
     if "ndcg10_dense" in result:
         lines += ["", "Dense-leg nDCG@10 (exact cosine):", "",
-                  "| data | docs | queries | torch | onnx | onnx-int8 |", "|---|---|---|---|---|---|"]
+                  "| data | docs | queries | torch | onnx | onnx-int8 | onnx-int8 batched (before)"
+                  " |", "|---|---|---|---|---|---|---|"]
         lines += [f"| {k} | {v['docs']} | {v['queries']} | {v.get('torch', '–')} | {v['onnx']} | "
-                  f"{v['onnx-int8']} |" for k, v in result["ndcg10_dense"].items()]
+                  f"{v['onnx-int8']} | {v.get('onnx-int8 batched (before)', '–')} |"
+                  for k, v in result["ndcg10_dense"].items()]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -15,6 +15,7 @@ from psycopg import sql
 import pgcite
 from pgcite._errors import ConfigError, FilterError
 from pgcite.ingest._entities import PIPELINES, recognizer_for
+from pgcite.ingest._pipeline import ingest
 from pgcite.retrieve._entities import query_candidates, recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._pipeline import ROUTE_ENTITY_BOOST, Stages, entity_boost_for
@@ -345,6 +346,42 @@ def test_a_language_without_a_pipeline_records_no_model(
     if expected is None:
         assert col.entities().models == [None]
         assert col.entities().entities == []
+
+
+PLACES = ("Deptford", "Woolwich", "Chatham", "Greenwich", "Portsmouth", "Harwich", "Dover",
+          "Oxford", "Cambridge", "Windsor", "Bristol", "Norwich")
+
+
+@needs_model
+def test_entities_read_beside_the_embedding_land_on_their_own_chunks(
+        client: pgcite.Client, tmp_path: Path) -> None:
+    """One document per place, and batches of one, so the chunks reach the embedding worker in
+    several groups and each group's entities are read while the worker embeds: every chunk
+    stores exactly what the pipeline finds in its own body (a shifted group would store another
+    place)."""
+    path = tmp_path / "places.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"p-{i}", "date": "1666-01-01", "text":
+                                        f"To {place} by water with Mr. Coventry of the Navy."})
+                            + "\n" for i, place in enumerate(PLACES)))
+    client.drop_collection("entities_groups", missing_ok=True)
+    col = client.create_collection("entities_groups")
+    report = ingest(client.db, "entities_groups", [path], progress=False,
+                    settings=client.settings.model_copy(update={"embed_batch_size": 1}))
+    assert report.chunks_added == len(PLACES) > 8  # groups of 8 chunks: two hand-overs
+    recognizer = recognizer_for("english")
+    assert recognizer is not None and report.entity_model == recognizer.name
+    rows = _rows(col, "SELECT c.body, e.key FROM {s}.chunks c JOIN {s}.chunk_entities e"
+                      " USING (chunk_pk)")
+    stored: dict[str, set[str]] = {}
+    for body, key in rows:
+        stored.setdefault(str(body), set()).add(str(key))
+    bodies = sorted(stored)
+    assert len(bodies) == len(PLACES)
+    expected = {b: {m.key for m in found} for b, found in zip(
+        bodies, recognizer.entities(bodies), strict=True)}
+    assert stored == expected
+    assert sum(len(k) for k in stored.values()) == report.entities
+    client.drop_collection("entities_groups")
 
 
 def test_entities_off_reads_nothing(client: pgcite.Client, tmp_path: Path) -> None:

@@ -40,8 +40,9 @@ def _sentence_transformer(embedder_id: str, folder: Path, settings: Settings) ->
                 f"{folder} is not a sentence-transformers model folder (no config.json)",
                 hint="pass a folder saved with SentenceTransformer.save()",
             )
+        # embed_batch_size does not reach it: it runs one text at a time (see OnnxEmbedder)
         return OnnxEmbedder(folder_spec(embedder_id, folder), folder, settings.models_dir,
-                            batch_size=settings.embed_batch_size, threads=settings.embed_threads,
+                            threads=settings.embed_threads,
                             int8=settings.embed_backend == "onnx-int8")
     return SentenceTransformerEmbedder(embedder_id, folder, batch_size=settings.embed_batch_size)
 

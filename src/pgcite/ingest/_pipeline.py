@@ -39,7 +39,7 @@ from pgcite.ingest._attributes import Attributes, keep_stored
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
-from pgcite.ingest._entities import recognizer_for
+from pgcite.ingest._entities import Recognizer, recognizer_for
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.llm import ChatModel
 from pgcite.store._collections import (
@@ -308,10 +308,8 @@ def ingest(
                user_aliases=user_aliases, batch=stage_batch)
         report.seconds = round(time.monotonic() - started, 3)
         return report
-    chunked, vectors = _chunk_and_embed(db, embedder, fresh, info, spec, report, settings,
-                                        chat=chat, progress=progress)
-
-    mentions = _recognise(info, chunked, report, progress)
+    chunked, vectors, mentions = _chunk_and_embed(db, embedder, fresh, info, spec, report,
+                                                  settings, chat=chat, progress=progress)
 
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")
@@ -394,9 +392,8 @@ def _stage(
     for start in range(0, len(fresh), max(1, batch)):
         part = IngestReport(collection=info.name)
         group = fresh[start: start + batch]
-        chunked, vectors = _chunk_and_embed(db, embedder, group, info, spec, part, settings,
-                                            chat=chat, progress=progress)
-        mentions = _recognise(info, chunked, part, progress)
+        chunked, vectors, mentions = _chunk_and_embed(db, embedder, group, info, spec, part,
+                                                      settings, chat=chat, progress=progress)
         with db.transaction() as conn:
             conn.execute("SET LOCAL synchronous_commit = on")
             written = _store_versions(conn, info, chunked, vectors, mentions, hashes, spec,
@@ -408,23 +405,33 @@ def _stage(
         report.entity_model = part.entity_model or report.entity_model
 
 
+def _entity_reader(info: CollectionInfo) -> Recognizer | None:
+    """The collection's entity pipeline, or None (entities off, or none for its language)."""
+    return recognizer_for(info.ts_config) if info.settings.entities == "auto" else None
+
+
 def _recognise(info: CollectionInfo, chunked: list[tuple[Document, list[ChunkDraft]]],
                report: IngestReport, progress: bool) -> list[list[Mention]]:
     """The entities of every fresh chunk, in order (all empty without a pipeline)."""
     bodies = [c.body for _, chunks in chunked for c in chunks]
-    recognizer = (recognizer_for(info.ts_config)
-                  if bodies and info.settings.entities == "auto" else None)
+    recognizer = _entity_reader(info) if bodies else None
     if recognizer is None:
         return [[] for _ in bodies]
-    report.entity_model = recognizer.name
     found: list[list[Mention]] = []
     with progress_bar(progress) as bar:
         task = bar.add_task(f"entities ({recognizer.name})", total=len(bodies))
         step = 512
         for start in range(0, len(bodies), step):
-            found += recognizer.entities(bodies[start: start + step])
+            found += _read_entities(recognizer, bodies[start: start + step], report)
             bar.update(task, completed=len(found))
-    report.entities = sum(len(m) for m in found)
+    return found
+
+
+def _read_entities(recognizer: Recognizer, bodies: list[str],
+                   report: IngestReport) -> list[list[Mention]]:
+    found = recognizer.entities(bodies)
+    report.entity_model = recognizer.name  # only once a chunk was read: None says no run
+    report.entities += sum(len(m) for m in found)
     return found
 
 
@@ -438,22 +445,27 @@ def _store_aliases(conn: psycopg.Connection, info: CollectionInfo, user: dict[st
         derive_initial_aliases(conn, info)
 
 
+Chunked = list[tuple[Document, list[ChunkDraft]]]
+
+
 def _chunk_and_embed(
     db: Database, embedder: Embedder | None, fresh: list[Document], info: CollectionInfo,
     spec: EmbedderSpec, report: IngestReport, settings: Settings, *, chat: ChatModel | None,
     progress: bool,
-) -> tuple[list[tuple[Document, list[ChunkDraft]]], Vectors]:
-    """Chunk the fresh documents and embed their chunks (through the cache), in order.
+) -> tuple[Chunked, Vectors, list[list[Mention]]]:
+    """Chunk the fresh documents, embed their chunks (through the cache) and recognise their
+    entities, in order.
 
-    Chunking and embedding overlap: documents are chunked on this thread while one worker
-    embeds (and commits to the cache) the chunks of the documents before, a group of
-    :data:`_GROUP_BATCHES` batches at a time (the embedder releases the GIL). A failure
+    Chunking, embedding and entity recognition overlap: documents are chunked on this thread
+    while one worker embeds (and commits to the cache) the chunks of the documents before, a
+    group of :data:`_GROUP_BATCHES` batches at a time, and this thread reads each group's
+    entities once it is handed over (the embedder and spaCy's parser release the GIL). A failure
     anywhere raises before the caller's one transaction, so the ingest stays all or nothing.
-    A ``contextual = "llm"`` collection situates every chunk first, then embeds.
+    A ``contextual = "llm"`` collection situates every chunk first, then embeds, then reads.
     """
     empty = np.zeros((0, spec.dim), dtype=np.float32)
     if embedder is None or not fresh:
-        return [], empty
+        return [], empty, []
     budget = chunk_budget(info.settings, spec)
     contextual = info.settings.contextual
     if contextual == "llm":
@@ -464,27 +476,37 @@ def _chunk_and_embed(
         vectors = (embed_texts(db, embedder, texts, report, label="embedding",
                                progress=progress, batch_size=settings.embed_batch_size)
                    if texts else empty)
-        return chunked, vectors
-    return _overlapped(db, embedder, fresh, budget, contextual, report, settings, progress)
+        return chunked, vectors, _recognise(info, chunked, report, progress)
+    return _overlapped(db, embedder, fresh, budget, contextual, report, settings, progress,
+                       _entity_reader(info))
 
 
-_GROUP_BATCHES = 8  # batches per hand-over: enough to bucket by length, small enough to overlap
+_GROUP_BATCHES = 8  # batches per hand-over: small enough to overlap, few hand-overs
 
 
 def _overlapped(
     db: Database, embedder: Embedder, fresh: list[Document], budget: int,
     contextual: Contextual, report: IngestReport, settings: Settings, progress: bool,
-) -> tuple[list[tuple[Document, list[ChunkDraft]]], Vectors]:
-    """Producer (chunking, here) and consumer (embedding, one worker thread), in order."""
-    chunked: list[tuple[Document, list[ChunkDraft]]] = []
+    recognizer: Recognizer | None,
+) -> tuple[Chunked, Vectors, list[list[Mention]]]:
+    """Producer (chunking, then each handed-over group's entities, here) and consumer
+    (embedding, one worker thread), in order.
+
+    Reading entities here while the worker embeds is measured faster on 2 cores now that the
+    onnx embedder runs each text on one thread (bench/embedding.py, "ingest" rows); with its
+    all-core kernels it was slower, since a third busy thread stalled every parallel kernel."""
+    chunked: Chunked = []
+    mentions: list[list[Mention]] = []
     futures: list[Future[tuple[Vectors, EmbedCounts]]] = []
     group = settings.embed_batch_size * _GROUP_BATCHES
     with progress_bar(progress) as bar, ThreadPoolExecutor(
             1, thread_name_prefix="pgcite-embed") as worker:
         task = bar.add_task(f"embedding ({embedder.spec.id})", total=0)
+        ents = (None if recognizer is None
+                else bar.add_task(f"entities ({recognizer.name})", total=0))
         submitted = 0
 
-        def submit(texts: list[str]) -> None:
+        def hand_over(texts: list[str], bodies: list[str]) -> None:
             nonlocal submitted
             base, submitted = submitted, submitted + len(texts)
             bar.update(task, total=submitted)
@@ -492,26 +514,33 @@ def _overlapped(
                 embed_with_cache, db, embedder, texts, scope=report.collection,
                 batch_size=settings.embed_batch_size,
                 on_progress=lambda done, _total: bar.update(task, completed=base + done)))
+            if recognizer is None or ents is None:
+                mentions.extend([] for _ in bodies)
+                return
+            bar.update(ents, total=submitted)
+            mentions.extend(_read_entities(recognizer, bodies, report))
+            bar.update(ents, completed=len(mentions))
 
-        pending: list[str] = []
+        pending: list[ChunkDraft] = []
         for doc in fresh:
             if futures and futures[-1].done() and futures[-1].exception() is not None:
                 break  # the embedder failed: stop chunking, raise it below
             chunks = _chunk_one(doc, embedder, budget, contextual, report)
             if chunks:
                 chunked.append((doc, chunks))
-                pending += [embedding_text(c, contextual) for c in chunks]
+                pending += chunks
             if len(pending) >= group:
-                submit(pending)
+                hand_over([embedding_text(c, contextual) for c in pending],
+                          [c.body for c in pending])
                 pending = []
         if pending:
-            submit(pending)
+            hand_over([embedding_text(c, contextual) for c in pending], [c.body for c in pending])
         results = [future.result() for future in futures]
     report.embedded = sum(counts.embedded for _, counts in results)
     report.cached = sum(counts.cached for _, counts in results)
     vectors = (np.concatenate([v for v, _ in results]) if results
                else np.zeros((0, embedder.spec.dim), dtype=np.float32))
-    return chunked, vectors
+    return chunked, vectors, mentions
 
 
 def _chunk_one(doc: Document, embedder: Embedder, budget: int, contextual: Contextual,

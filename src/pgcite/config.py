@@ -59,7 +59,8 @@ class Settings(BaseSettings):
         default="onnx", description="runtime of local sentence-transformers models")
     embed_threads: int | None = Field(
         default=None, ge=1, le=256,
-        description="intra-op threads for document batches; unset = all cores")
+        description="threads embedding documents at once on the onnx backends, one text"
+                    " each; unset = all cores")
     embed_url: str | None = Field(
         default=None, description="Base URL of an embedding server for http embedders"
     )

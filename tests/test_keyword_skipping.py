@@ -43,7 +43,7 @@ def _skipped(conn: psycopg.Connection, col: pgcite.Collection, query: str, k: in
     options = SearchOptions(mode="keyword", top_k=k)
     leg = _sql.keyword_leg(schema=col.info.schema_id, ts_config=col.info.ts_config,
                            join=None, fetch=options.fetch, term_depth=None,
-                           pruning=False, long_list=None)
+                           pruning=False)
     row = conn.execute(sql.SQL("WITH {} SELECT skip FROM kw_skip").format(leg), {
         "ranking_text": query, "snapshot_id": col.active_snapshot().snapshot_id}).fetchone()
     return bool(row and row[0])

@@ -36,13 +36,13 @@ kw_terms AS (
     WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= 32768
     GROUP BY b.term, i.idf, i.postings
 ), kw_short AS MATERIALIZED (
-    SELECT u.chunk_pk, max(u.len) AS len,
-           sum(u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
-    FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
-          FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u CROSS JOIN kw_stats st
-    WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
-    GROUP BY u.chunk_pk
+    SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
+    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
+        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u CROSS JOIN kw_stats st
+        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
+                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    GROUP BY x.chunk_pk
 ), kw_bound AS (
     SELECT (SELECT sum(ub) FROM kw_long) AS rest,
            (SELECT k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s) ORDER BY k.score DESC, k.chunk_pk
@@ -69,22 +69,21 @@ kw_terms AS (
     SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short
         UNION ALL
-        SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))
+        SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
         FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
-              FROM kw_postings p JOIN kw_idf i USING (term)
-              WHERE i.postings >= 32768) u CROSS JOIN kw_stats st
+              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768) u CROSS JOIN kw_stats st
         WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                          WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
     WHERE (SELECT present AND NOT skip FROM kw_skip)
     GROUP BY x.chunk_pk
     UNION ALL
-    SELECT u.chunk_pk, max(u.len) AS len,
-           sum(u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
-    FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
-          FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
-    WHERE NOT (SELECT present FROM kw_skip) AND NOT EXISTS (SELECT 1 FROM kw_dead d
-                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
-    GROUP BY u.chunk_pk
+    SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
+    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
+        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
+        WHERE NOT (SELECT present FROM kw_skip) AND NOT EXISTS (SELECT 1 FROM kw_dead d
+                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
     FROM (SELECT * FROM kw_scored ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s)

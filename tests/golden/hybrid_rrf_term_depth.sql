@@ -29,13 +29,13 @@ kw_terms AS (
     FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
 ), kw_scored AS (
-    SELECT u.chunk_pk, max(u.len) AS len,
-           sum(u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl))) AS score
-    FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
-          FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
-    WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
-    GROUP BY u.chunk_pk
+    SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
+    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
+        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
+        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
+                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
     FROM kw_scored k

@@ -126,18 +126,29 @@ _TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}]) AS chunk_pk,"
 # BM25's weight of one posting: idf, term frequency, chunk length (SQL expressions).
 _WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
            " / ({tf} + st.k1 * (1 - st.b + st.b * {len} / st.avgdl))")
-# The live postings of the query's lists (those {lists}, a WHERE clause or nothing, keeps) summed
-# per chunk; {gate} is a condition without columns (the planner runs it once, before the sum).
-_SUM = """SELECT u.chunk_pk, max(u.len) AS len,
-           sum({weight}) AS score
-    FROM (SELECT p.segment_id, i.idf, {{postings}}
-          FROM kw_postings p JOIN kw_idf i USING (term){lists}) u CROSS JOIN kw_stats st
-    WHERE {gate}NOT EXISTS (SELECT 1 FROM kw_dead d
-                            WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)
-    GROUP BY u.chunk_pk"""  # noqa: S608
-# Every posting (or each list's first term_depth), summed.
+# One row per live posting of the query's lists (those {lists}, a WHERE clause or nothing,
+# keeps): its chunk, the chunk's length and the posting's weight; {gate} is a condition without
+# columns (the planner runs it once, before any posting is read).
+_LIVE = """SELECT u.chunk_pk, u.len, {weight} AS w
+        FROM (SELECT p.segment_id, i.idf, {{postings}}
+              FROM kw_postings p JOIN kw_idf i USING (term){lists}) u CROSS JOIN kw_stats st
+        WHERE {gate}NOT EXISTS (SELECT 1 FROM kw_dead d
+                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)"""
 _POSTING_WEIGHT = _WEIGHT.format(idf="u.idf", tf="u.tf", len="u.len")
-_SUMMED = "kw_scored AS (\n    " + _SUM.format(weight=_POSTING_WEIGHT, lists="", gate="") + "\n)"
+
+
+_GROUPED = """SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
+    FROM ({live}) x
+    GROUP BY x.chunk_pk"""  # noqa: S608
+
+
+def _summed_postings(lists: str = "", gate: str = "") -> str:
+    """Those postings summed per chunk (chunk_pk, len, score)."""
+    return _GROUPED.format(live=_LIVE.format(weight=_POSTING_WEIGHT, lists=lists, gate=gate))
+
+
+# Each list's first term_depth postings, summed (the approximate leg).
+_SUMMED = "kw_scored AS (\n    " + _summed_postings() + "\n)"
 # The exact sum without reading the query's long lists where they cannot matter (MaxScore's
 # skipping, for whole lists). On 1M chunks a query's time is its postings' (~0.3 us each), and
 # the slowest 5-10% of six-word queries hold one list of 100k-390k postings, of a term so common
@@ -189,12 +200,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short
         UNION ALL
-        SELECT u.chunk_pk, u.len, {weight}
-        FROM (SELECT p.segment_id, i.idf, {{postings}}
-              FROM kw_postings p JOIN kw_idf i USING (term)
-              WHERE i.postings >= {{long_list}}) u CROSS JOIN kw_stats st
-        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                          WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+        {long}) x
     WHERE (SELECT present AND NOT skip FROM kw_skip)
     GROUP BY x.chunk_pk
     UNION ALL
@@ -202,10 +208,9 @@ _SKIPPING = """kw_long AS MATERIALIZED (
 )""".format(  # noqa: S608
     block=_WEIGHT.format(idf="1", tf="x.mt", len="x.ml"),
     completion=_WEIGHT.format(idf="l.idf", tf="x.tf", len="k.len"),
-    short=_SUM.format(weight=_POSTING_WEIGHT, lists=" WHERE i.postings < {long_list}", gate=""),
-    weight=_POSTING_WEIGHT,
-    every=_SUM.format(weight=_POSTING_WEIGHT, lists="",
-                      gate="NOT (SELECT present FROM kw_skip) AND "))
+    short=_summed_postings(lists=" WHERE i.postings < {long_list}"),
+    long=_LIVE.format(weight=_POSTING_WEIGHT, lists=" WHERE i.postings >= {long_list}", gate=""),
+    every=_summed_postings(gate="NOT (SELECT present FROM kw_skip) AND "))
 # Lists of at least this many postings (over a snapshot's segments) are "long" for _SKIPPING:
 # skipping a shorter one saves less than the theta it needs costs. Read when a statement is built
 # (tests lower it).
@@ -327,7 +332,6 @@ def build_search_sql(
     term_depth: int | None = None,
     pruning: bool = False,
     evidence: bool = True,
-    long_list: int | None = None,
 ) -> sql.Composed:
     """The statement for one search; values are left as named placeholders.
 
@@ -338,7 +342,6 @@ def build_search_sql(
     by keyword_top (same top-k, fewer postings read), filtered or not; it needs the parameter
     ``kw_filter`` (:func:`inline_filter`). term_depth, where it applies, wins over it.
     ``evidence=False`` leaves the answerability signals out (NULL), to measure their cost.
-    ``long_list``: the exact summed leg's long-list size (None: :data:`LONG_LIST`, read now).
     """
     counts = {name: sql.Literal(_count(name, value))
               for name, value in (("fetch", fetch), ("limit", limit), ("term_depth", term_depth))}
@@ -354,7 +357,7 @@ def build_search_sql(
                                                  constraint=constraint_sql)
             term_depth = None
         ctes.append(keyword_leg(schema=schema, ts_config=ts_config, join=join, fetch=fetch,
-                                term_depth=term_depth, pruning=pruning, long_list=long_list))
+                                term_depth=term_depth, pruning=pruning))
         ctes.append(sql.SQL(_EVIDENCE if evidence else _EMPTY_EVIDENCE).format(
             s=schema, cfg=sql.Literal(ts_config)))
     else:
@@ -376,10 +379,10 @@ def build_search_sql(
 
 
 def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable | None,
-                fetch: int, term_depth: int | None, pruning: bool,
-                long_list: int | None) -> sql.Composed:
+                fetch: int, term_depth: int | None, pruning: bool) -> sql.Composed:
     """The keyword leg's CTEs (ending in ``kw``), as :func:`build_search_sql` describes them;
-    ``join`` joins the chunk rows and applies the filters (None: unfiltered)."""
+    ``join`` joins the chunk rows and applies the filters (None: unfiltered). The long-list size
+    is :data:`LONG_LIST` as it is now (tests lower it)."""
     fetch_sql = sql.Literal(_count("fetch", fetch))
     norm_score = sql.SQL(_NORM.format(x="score"))
     filters = join if join is not None else sql.SQL("")
@@ -397,7 +400,7 @@ def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable 
     else:
         scored = sql.SQL(_SKIPPING).format(
             s=schema, postings=sql.SQL(_ALL_POSTINGS), join=filters,
-            long_list=sql.Literal(LONG_LIST if long_list is None else long_list),
+            long_list=sql.Literal(LONG_LIST),
             completion_cost=sql.Literal(COMPLETION_COST), fetch_offset=sql.Literal(fetch - 1),
             ranked_short=ranked("kw_short"))
     return sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=filters,

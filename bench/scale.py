@@ -27,8 +27,8 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import numpy as np
 from _common import DATA, RESULTS, client, read_jsonl
@@ -234,36 +234,46 @@ def pct(samples: list[float], q: float) -> float:
     return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
-@contextlib.contextmanager
-def _summed() -> Iterator[None]:
-    """The exact keyword leg summing every posting: no list is long enough to skip."""
-    saved = _sql.LONG_LIST
-    _sql.LONG_LIST = 2**62
-    try:
-        yield
-    finally:
-        _sql.LONG_LIST = saved
+# The exact keyword leg summing every posting (no list is long enough to skip), and a filtered
+# leg joining the row of every scored chunk before it ranks them (what each did before
+# retrieve/_sql.py's _SKIPPING and _BEST_FIRST): the variants these benchmarks compare.
+SUMMED = ("LONG_LIST", 2**62)
+EVERY_ROW = ("_BEST_FIRST", "{cte}")
 
 
-@contextlib.contextmanager
-def _every_row() -> Iterator[None]:
-    """A filtered keyword leg that joins the row of every scored chunk before it ranks them
-    (what it did before it read them best first, retrieve/_sql.py _BEST_FIRST)."""
-    saved = _sql._BEST_FIRST
-    _sql._BEST_FIRST = "{cte}"
-    try:
-        yield
-    finally:
-        _sql._BEST_FIRST = saved
-
-
-def _search(col: pgcite.Collection, text: str, vec: np.ndarray, opts: dict[str, Any], *,
-            summed: bool = False, every_row: bool = False) -> pgcite.SearchResult:
-    with _summed() if summed else contextlib.nullcontext(), \
-            _every_row() if every_row else contextlib.nullcontext():
+def _search(col: pgcite.Collection, text: str, vec: np.ndarray, opts: dict[str, Any],
+            *patches: tuple[str, Any]) -> pgcite.SearchResult:
+    with contextlib.ExitStack() as stack:
+        for name, value in patches:
+            stack.enter_context(mock.patch.object(_sql, name, value))
         return col.search(text, top_k=5, query_vector=vec, snippets=False, mode=opts["mode"],
                           filters=opts.get("filters"),
                           options={"term_depth": opts.get("term_depth")})
+
+
+def _interleaved(col: pgcite.Collection, texts: list[str], vecs: np.ndarray,
+                 variants: dict[str, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]],
+                 ) -> tuple[dict[str, Any], list[dict[str, list[str]]]]:
+    """Database time of each variant (its search options, its patches), and each query's hit
+    ids per variant. Every variant runs once untimed first: this machine keeps little in its
+    page cache, so whichever came first would read the query's pages from disk for the others;
+    then timed, in an order rotated query by query."""
+    names = list(variants)
+    db_ms: dict[str, list[float]] = {name: [] for name in names}
+    hits: list[dict[str, list[str]]] = []
+    for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
+        ids: dict[str, list[str]] = {}
+        for timed in (False, True):
+            for name in names[i % len(names):] + names[:i % len(names)]:
+                opts, patches = variants[name]
+                result = _search(col, text, vec, opts, *patches)
+                if timed:
+                    db_ms[name].append(result.timings_ms["database"])
+                    ids[name] = [h.id for h in result.hits]
+        hits.append(ids)
+    return ({name: {"p50_ms": pct(ms, 0.5), "p95_ms": pct(ms, 0.95),
+                    "mean_ms": round(statistics.mean(ms), 2)} for name, ms in db_ms.items()},
+            hits)
 
 
 FILTERED_QUERIES = 60
@@ -278,24 +288,12 @@ def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Ge
     against joining every scored chunk's row, interleaved as in :func:`latency`."""
     texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(FILTERED_QUERIES)]
     vecs = synthetic_vectors(FILTERED_QUERIES, rng, centroids)
-    names = [f"hybrid, {f}{how}" for f in FILTERS for how in ("", ", every row joined")]
-    db_ms: dict[str, list[float]] = {name: [] for name in names}
-    differ = 0
-    for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
-        ids: dict[str, list[str]] = {}
-        for timed in (False, True):
-            for name in names[i % len(names):] + names[:i % len(names)]:
-                key = name.removeprefix("hybrid, ").removesuffix(", every row joined")
-                result = _search(col, text, vec, {"mode": "hybrid", "filters": FILTERS[key]},
-                                 every_row=name.endswith("joined"))
-                if timed:
-                    db_ms[name].append(result.timings_ms["database"])
-                    ids[name] = [h.id for h in result.hits]
-        differ += any(ids[f"hybrid, {f}"] != ids[f"hybrid, {f}, every row joined"]
-                      for f in FILTERS)
-    out: dict[str, Any] = {name: {"p50_ms": pct(ms, 0.5), "p95_ms": pct(ms, 0.95),
-                                  "mean_ms": round(statistics.mean(ms), 2)}
-                           for name, ms in db_ms.items()}
+    variants = {f"hybrid, {f}{how}": ({"mode": "hybrid", "filters": FILTERS[f]}, patches)
+                for f in FILTERS
+                for how, patches in (("", ()), (", every row joined", (EVERY_ROW,)))}
+    out, hits = _interleaved(col, texts, vecs, variants)
+    differ = sum(any(ids[f"hybrid, {f}"] != ids[f"hybrid, {f}, every row joined"]
+                     for f in FILTERS) for ids in hits)
     out["best_first_vs_every_row_differing_queries"] = differ
     return out
 
@@ -307,30 +305,18 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     search was before it (retrieve/_sql.py, _SKIPPING): the same hits, compared here."""
     texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(QUERIES)]
     vecs = synthetic_vectors(QUERIES, rng, centroids)
-    variants: dict[str, dict[str, Any]] = {
-        "keyword": {"mode": "keyword"}, "vector": {"mode": "vector"}, "hybrid": {"mode": "hybrid"},
-        "keyword, summed": {"mode": "keyword"}, "hybrid, summed": {"mode": "hybrid"},
-        "keyword, term_depth=1000": {"mode": "keyword", "term_depth": 1000},
-        "hybrid, term_depth=1000": {"mode": "hybrid", "term_depth": 1000},
+    plain: tuple[tuple[str, Any], ...] = ()
+    variants = {
+        "keyword": ({"mode": "keyword"}, plain), "vector": ({"mode": "vector"}, plain),
+        "hybrid": ({"mode": "hybrid"}, plain),
+        "keyword, summed": ({"mode": "keyword"}, (SUMMED,)),
+        "hybrid, summed": ({"mode": "hybrid"}, (SUMMED,)),
+        "keyword, term_depth=1000": ({"mode": "keyword", "term_depth": 1000}, plain),
+        "hybrid, term_depth=1000": ({"mode": "hybrid", "term_depth": 1000}, plain),
     }
-    db_ms: dict[str, list[float]] = {mode: [] for mode in variants}
-    names = list(variants)
-    differ = 0
-    for i, (text, vec) in enumerate(zip(texts, vecs, strict=True)):
-        ids: dict[str, list[str]] = {}
-        # Every variant once untimed first: this machine keeps little in its page cache, so
-        # whichever variant came first would read the query's pages from disk for the others.
-        # Then timed, in an order rotated query by query.
-        for timed in (False, True):
-            for mode in names[i % len(names):] + names[:i % len(names)]:
-                result = _search(col, text, vec, variants[mode], summed=mode.endswith("summed"))
-                if timed:
-                    db_ms[mode].append(result.timings_ms["database"])
-                    ids[mode] = [h.id for h in result.hits]
-        differ += ids["keyword"] != ids["keyword, summed"] or ids["hybrid"] != ids["hybrid, summed"]
-    out: dict[str, Any] = {mode: {"p50_ms": pct(ms, 0.5), "p95_ms": pct(ms, 0.95),
-                                  "mean_ms": round(statistics.mean(ms), 2)}
-                           for mode, ms in db_ms.items()}
+    out, hits = _interleaved(col, texts, vecs, variants)
+    differ = sum(ids["keyword"] != ids["keyword, summed"] or ids["hybrid"] != ids["hybrid, summed"]
+                 for ids in hits)
     out["skipping_vs_summed_differing_queries"] = differ
     # End to end with the real model embedding the (synthetic) question.
     total = []

@@ -2,8 +2,9 @@
 exhaustive top-k: randomized corpora grown in several segments with deleted chunks, filtered and
 not, under several plan shapes, against the BM25 reference of tests/test_segments.py. The lists
 here are short, so the test lowers the long-list size (every common word's list is long) and
-prices completions at nothing (skip wherever the bounds allow) or at more than any list (never
-skip), and checks that both paths were really taken."""
+prices tsvector completions at nothing (every skipped list is completed from the candidates'
+tsvectors) or at more than any list (the long lists are probed for the candidates), and checks
+that both ways were really taken."""
 
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from pgcite.retrieve._search import SearchOptions, prepare_search
 from tests.test_pruning import FILTERS, _assert_exact_top, _grow, _passing, planner_regimes
 from tests.test_segments import _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
 
-# (long-list size, completion cost): skip wherever theta allows; never skip
-REGIMES = {"skipping": (20, 0), "summed": (20, 10**9)}
+# (long-list size, completion cost) for each way of completing the candidates
+REGIMES = {"tsvector": (20, 0), "probe": (20, 10**9)}
 
 
 def _keyword_leg(conn: psycopg.Connection, col: pgcite.Collection, query: str, top_k: int,
@@ -38,15 +39,19 @@ def _keyword_leg(conn: psycopg.Connection, col: pgcite.Collection, query: str, t
     return {r["id"]: float(r["kw_score"]) for r in rows}
 
 
-def _skipped(conn: psycopg.Connection, col: pgcite.Collection, query: str, k: int) -> bool:
-    """Whether the unfiltered leg skipped its long lists for this query."""
+def _path(conn: psycopg.Connection, col: pgcite.Collection, query: str, k: int) -> str:
+    """How the unfiltered leg scored this query: "summed" (every posting), "tsvector" or
+    "probe" (its long lists skipped, the candidates completed one way or the other)."""
     options = SearchOptions(mode="keyword", top_k=k)
     leg = _sql.keyword_leg(schema=col.info.schema_id, ts_config=col.info.ts_config,
                            join=None, fetch=options.fetch, term_depth=None,
                            pruning=False)
-    row = conn.execute(sql.SQL("WITH {} SELECT skip FROM kw_skip").format(leg), {
+    row = conn.execute(sql.SQL(
+        "WITH {} SELECT skip, CASE WHEN skip THEN (SELECT tsv FROM kw_lookup) END"
+        " FROM kw_skip").format(leg), {
         "ranking_text": query, "snapshot_id": col.active_snapshot().snapshot_id}).fetchone()
-    return bool(row and row[0])
+    assert row is not None
+    return "summed" if not row[0] else "tsvector" if row[1] else "probe"
 
 
 @pytest.mark.parametrize("seed", [41, 42])
@@ -74,7 +79,7 @@ def test_skipping_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
             monkeypatch.setattr(_sql, "LONG_LIST", long_list)
             monkeypatch.setattr(_sql, "COMPLETION_COST", cost)
             with client.connection() as conn:
-                taken[name] = sum(_skipped(conn, col, q, 3) for q in queries)
+                taken.update(f"{name}: {_path(conn, col, q, 3)}" for q in queries)
             for regime, conn in planner_regimes(client, col):
                 for filters, query, want in cases:
                     for top_k in (1, 3):
@@ -86,9 +91,10 @@ def test_skipping_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
                             wrong.append((name, regime,
                                           f"{filters!r} {query!r} k={fetch}: {exc}"))
         assert not wrong, f"{len(wrong)} wrong top-k, e.g. {wrong[:3]}"
-        # both paths ran: the bounds allowed skipping for some queries, and never when priced out
-        assert taken["skipping"] >= 3, taken
-        assert taken["summed"] == 0, taken
+        # the bounds allowed skipping for some queries, and each regime completed them its way
+        assert taken["tsvector: tsvector"] >= 3, taken
+        assert taken["probe: probe"] >= 3, taken
+        assert taken["tsvector: probe"] == taken["probe: tsvector"] == 0, taken
     finally:
         client.drop_collection(f"skipping_{seed}")
 
@@ -111,7 +117,7 @@ def test_chunks_only_long_lists_hold_still_rank_when_their_bounds_reach_theta(
         monkeypatch.setattr(_sql, "LONG_LIST", 4)
         monkeypatch.setattr(_sql, "COMPLETION_COST", 0)
         with client.connection() as conn:
-            assert not _skipped(conn, col, "harbour lantern gunpowder", 1)
+            assert _path(conn, col, "harbour lantern gunpowder", 1) == "summed"
             leg = _keyword_leg(conn, col, "harbour lantern gunpowder", 1, Filters())
         top = sorted(leg, key=lambda cid: -leg[cid])[:3]
         assert all(cid.startswith("long") for cid in top), leg

@@ -20,7 +20,8 @@ kw_terms AS (
           GROUP BY b.term) t CROSS JOIN kw_stats st
     WHERE t.df > 0
 ), kw_postings AS MATERIALIZED (
-    SELECT ss.segment_id, p.term, p.chunk_pks, p.tfs, p.lengths
+    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks, p.tfs,
+           p.lengths
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
     WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = ANY(kw_terms.terms)
@@ -37,52 +38,65 @@ kw_terms AS (
     GROUP BY b.term, i.idf, i.postings
 ), kw_short AS MATERIALIZED (
     SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
-    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
-        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
-              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u CROSS JOIN kw_stats st
-        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
+        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u
+        WHERE (NOT u.dead OR NOT EXISTS (
+            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
 ), kw_bound AS (
     SELECT (SELECT sum(ub) FROM kw_long) AS rest,
            (SELECT k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s) ORDER BY k.score DESC, k.chunk_pk
             OFFSET 29 LIMIT 1) AS theta
 ), kw_skip AS MATERIALIZED (
-    -- (a relative margin: the bounds and the scores are summed in other orders) and only where
-    -- the completions cost less than the long lists would
+    -- (a relative margin: the bounds and the scores are summed in other orders)
     SELECT l.present, l.present
-           AND coalesce((SELECT bd.rest * (1 + 1e-9) < bd.theta
-                                AND (SELECT count(*) FROM kw_short k
-                                     WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9))
-                                    * 100 < (SELECT sum(postings) FROM kw_long)
-                         FROM kw_bound bd), false) AS skip
+           AND coalesce((SELECT bd.rest * (1 + 1e-9) < bd.theta FROM kw_bound bd), false) AS skip
     FROM (SELECT EXISTS (SELECT 1 FROM kw_long) AS present) l
+), kw_cand AS MATERIALIZED (
+    SELECT k.chunk_pk, k.len, k.score FROM kw_short k CROSS JOIN kw_bound bd
+    WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9)
+), kw_lookup AS MATERIALIZED (
+    -- complete the candidates from their tsvectors where that costs less than probing the
+    -- long lists' postings for them
+    SELECT (SELECT count(*) FROM kw_cand) * 100
+           < (SELECT sum(postings) FROM kw_long) * 0.3 AS tsv
 ), kw_scored AS (
     SELECT k.chunk_pk, k.len, k.score + coalesce((
                SELECT sum(l.idf * x.tf * (st.k1 + 1) / (x.tf + st.k1 * (1 - st.b + st.b * k.len / st.avgdl)))
                FROM (SELECT t.lexeme, cardinality(t.positions) AS tf FROM unnest(c.tsv) AS t) x
                JOIN kw_long l ON l.term = x.lexeme), 0) AS score
-    FROM kw_short k JOIN "pgc_diary".chunks c USING (chunk_pk) CROSS JOIN kw_bound bd
-    CROSS JOIN kw_stats st
-    WHERE (SELECT skip FROM kw_skip) AND k.score + bd.rest >= bd.theta * (1 - 1e-9)
+    FROM kw_cand k JOIN "pgc_diary".chunks c USING (chunk_pk) CROSS JOIN kw_stats st
+    WHERE (SELECT skip FROM kw_skip) AND (SELECT tsv FROM kw_lookup)
+    UNION ALL
+    SELECT k.chunk_pk, k.len, k.score + coalesce(l.w, 0)
+    FROM kw_cand k LEFT JOIN (
+        SELECT u.chunk_pk, sum(u.w) AS w FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
+        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768) u
+        WHERE (NOT u.dead OR NOT EXISTS (
+            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) u
+        WHERE u.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
+        GROUP BY u.chunk_pk) l USING (chunk_pk)
+    WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
     SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short
         UNION ALL
-        SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
-        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
-              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768) u CROSS JOIN kw_stats st
-        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+        SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
+        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768) u
+        WHERE (NOT u.dead OR NOT EXISTS (
+            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     WHERE (SELECT present AND NOT skip FROM kw_skip)
     GROUP BY x.chunk_pk
     UNION ALL
     SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
-    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
-        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
-              FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
-        WHERE NOT (SELECT present FROM kw_skip) AND NOT EXISTS (SELECT 1 FROM kw_dead d
-                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
+        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term)) u
+        WHERE NOT (SELECT present FROM kw_skip) AND (NOT u.dead OR NOT EXISTS (
+            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score

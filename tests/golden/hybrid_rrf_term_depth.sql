@@ -20,7 +20,8 @@ kw_terms AS (
           GROUP BY b.term) t CROSS JOIN kw_stats st
     WHERE t.df > 0
 ), kw_postings AS MATERIALIZED (
-    SELECT ss.segment_id, p.term, p.chunk_pks, p.tfs, p.lengths
+    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks, p.tfs,
+           p.lengths
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
     WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = ANY(kw_terms.terms)
@@ -30,11 +31,11 @@ kw_terms AS (
     WHERE ss.snapshot_id = %(snapshot_id)s
 ), kw_scored AS (
     SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
-    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * (st.k1 + 1) / (u.tf + st.k1 * (1 - st.b + st.b * u.len / st.avgdl)) AS w
-        FROM (SELECT p.segment_id, i.idf, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
-              FROM kw_postings p JOIN kw_idf i USING (term)) u CROSS JOIN kw_stats st
-        WHERE NOT EXISTS (SELECT 1 FROM kw_dead d
-                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)) x
+    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
+        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
+              FROM kw_postings p JOIN kw_idf i USING (term)) u
+        WHERE (NOT u.dead OR NOT EXISTS (
+            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score

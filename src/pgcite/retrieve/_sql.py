@@ -64,7 +64,8 @@ kw_terms AS (
 # streams them) rather than in FROM (a function scan, which first copies every posting into a
 # tuplestore that spills to disk past work_mem).
 _KEYWORD = _KEYWORD_TERMS + """, kw_postings AS MATERIALIZED (
-    SELECT ss.segment_id, p.term, p.chunk_pks, p.tfs, p.lengths
+    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks, p.tfs,
+           p.lengths
     FROM {s}.snapshot_segments ss JOIN {s}.segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
     WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = ANY(kw_terms.terms)
@@ -128,13 +129,17 @@ _WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
            " / ({tf} + st.k1 * (1 - st.b + st.b * {len} / st.avgdl))")
 # One row per live posting of the query's lists (those {lists}, a WHERE clause or nothing,
 # keeps): its chunk, the chunk's length and the posting's weight; {gate} is a condition without
-# columns (the planner runs it once, before any posting is read).
+# columns (the planner runs it once, before any posting is read). Only a segment the snapshot
+# deleted chunks from looks its postings up in kw_dead (a hashed subplan), and the statistics
+# are scalar subqueries (initplans, run once) rather than a join per posting with their one row:
+# together 7% of a 1M-chunk query (bench/scale.py interleaved: p50 9.9 -> 9.3 ms).
 _LIVE = """SELECT u.chunk_pk, u.len, {weight} AS w
-        FROM (SELECT p.segment_id, i.idf, {{postings}}
-              FROM kw_postings p JOIN kw_idf i USING (term){lists}) u CROSS JOIN kw_stats st
-        WHERE {gate}NOT EXISTS (SELECT 1 FROM kw_dead d
-                                WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk)"""
-_POSTING_WEIGHT = _WEIGHT.format(idf="u.idf", tf="u.tf", len="u.len")
+        FROM (SELECT p.segment_id, p.dead, i.idf, {{postings}}
+              FROM kw_postings p JOIN kw_idf i USING (term){lists}) u
+        WHERE {gate}(NOT u.dead OR NOT EXISTS (
+            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))"""
+_POSTING_WEIGHT = re.sub(r"st\.(\w+)", r"(SELECT \1 FROM kw_stats)",
+                         _WEIGHT.format(idf="u.idf", tf="u.tf", len="u.len"))
 
 
 _GROUPED = """SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
@@ -150,21 +155,25 @@ def _summed_postings(lists: str = "", gate: str = "") -> str:
 # Each list's first term_depth postings, summed (the approximate leg).
 _SUMMED = "kw_scored AS (\n    " + _summed_postings() + "\n)"
 # The exact sum without reading the query's long lists where they cannot matter (MaxScore's
-# skipping, for whole lists). On 1M chunks a query's time is its postings' (~0.3 us each), and
-# the slowest 5-10% of six-word queries hold one list of 100k-390k postings, of a term so common
-# that one posting of it weighs little. The lists of at least {long_list} postings are "long";
-# the others are summed first (kw_short), and theta, the fetch-th best of those partial scores
-# among chunks that pass the filters, is a lower bound of the fetch-th best full score (weights
-# are positive). A chunk that only long lists hold scores at most the sum of their bounds (each
-# term's idf times its best block bound: segment_blocks' (max tf, min length) pairs bound every
-# posting under any statistics, migration 0007). When that sum is below theta, no such chunk can
-# enter the top fetch, the long lists are not read, and a short-list chunk whose partial score
-# plus that sum reaches theta gets its long terms' weights from its own tsvector (the source of
-# the postings' term frequencies; its length is the one its postings carry), so every score that
-# can reach the top is the full one. Otherwise (theta too low, fewer than fetch chunks, or more
-# completions than the long lists' postings are worth) the long lists' postings are added to the
-# short sums. With no long list it is _SUMMED, and theta is never computed: initplans run when
-# first read, and AND reads its second operand only when the first is true.
+# skipping, for whole lists). On 1M chunks a query's time is its postings': ~0.06 us each to read,
+# ~0.15 us more to sum per chunk (a hash aggregate), and the slowest 5-10% of six-word queries
+# hold one list of 100k-390k postings, of a term so common that one posting of it weighs little.
+# The lists of at least {long_list} postings are "long"; the others are summed first (kw_short),
+# and theta, the fetch-th best of those partial scores among chunks that pass the filters, is a
+# lower bound of the fetch-th best full score (weights are positive). A chunk that only long lists
+# hold scores at most the sum of their bounds (each term's idf times its best block bound:
+# segment_blocks' (max tf, min length) pairs bound every posting under any statistics, migration
+# 0007). When that sum is below theta, no such chunk can enter the top fetch, so only the
+# candidates (short-list chunks whose partial score plus that sum reaches theta) need the long
+# terms' weights, and every score that can reach the top is the full one. They get them one of
+# two ways, whichever costs less (kw_lookup): from each candidate's own tsvector (the source of
+# the postings' term frequencies; its length is the one its postings carry), or by probing the
+# long lists' postings against a hash of the candidates, which reads them but sums only the few
+# that match (at 1M a query's p95 went from 52 to 26 ms against tsvectors alone, which cost
+# ~15 us a candidate and priced out most skips). Otherwise (theta too low, or fewer than fetch
+# chunks) the long lists' postings are added to the short sums. With no long list it is
+# _SUMMED, and theta is never computed: initplans run when first read, and AND reads its second
+# operand only when the first is true.
 _SKIPPING = """kw_long AS MATERIALIZED (
     SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub
     FROM {{s}}.snapshot_segments ss JOIN {{s}}.segment_blocks b USING (segment_id)
@@ -179,23 +188,32 @@ _SKIPPING = """kw_long AS MATERIALIZED (
            (SELECT k.score FROM {{ranked_short}} k {{join}} ORDER BY k.score DESC, k.chunk_pk
             OFFSET {{fetch_offset}} LIMIT 1) AS theta
 ), kw_skip AS MATERIALIZED (
-    -- (a relative margin: the bounds and the scores are summed in other orders) and only where
-    -- the completions cost less than the long lists would
+    -- (a relative margin: the bounds and the scores are summed in other orders)
     SELECT l.present, l.present
-           AND coalesce((SELECT bd.rest * (1 + 1e-9) < bd.theta
-                                AND (SELECT count(*) FROM kw_short k
-                                     WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9))
-                                    * {{completion_cost}} < (SELECT sum(postings) FROM kw_long)
-                         FROM kw_bound bd), false) AS skip
+           AND coalesce((SELECT bd.rest * (1 + 1e-9) < bd.theta FROM kw_bound bd), false) AS skip
     FROM (SELECT EXISTS (SELECT 1 FROM kw_long) AS present) l
+), kw_cand AS MATERIALIZED (
+    SELECT k.chunk_pk, k.len, k.score FROM kw_short k CROSS JOIN kw_bound bd
+    WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9)
+), kw_lookup AS MATERIALIZED (
+    -- complete the candidates from their tsvectors where that costs less than probing the
+    -- long lists' postings for them
+    SELECT (SELECT count(*) FROM kw_cand) * {{completion_cost}}
+           < (SELECT sum(postings) FROM kw_long) * {{probe_cost}} AS tsv
 ), kw_scored AS (
     SELECT k.chunk_pk, k.len, k.score + coalesce((
                SELECT sum({completion})
                FROM (SELECT t.lexeme, cardinality(t.positions) AS tf FROM unnest(c.tsv) AS t) x
                JOIN kw_long l ON l.term = x.lexeme), 0) AS score
-    FROM kw_short k JOIN {{s}}.chunks c USING (chunk_pk) CROSS JOIN kw_bound bd
-    CROSS JOIN kw_stats st
-    WHERE (SELECT skip FROM kw_skip) AND k.score + bd.rest >= bd.theta * (1 - 1e-9)
+    FROM kw_cand k JOIN {{s}}.chunks c USING (chunk_pk) CROSS JOIN kw_stats st
+    WHERE (SELECT skip FROM kw_skip) AND (SELECT tsv FROM kw_lookup)
+    UNION ALL
+    SELECT k.chunk_pk, k.len, k.score + coalesce(l.w, 0)
+    FROM kw_cand k LEFT JOIN (
+        SELECT u.chunk_pk, sum(u.w) AS w FROM ({long}) u
+        WHERE u.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
+        GROUP BY u.chunk_pk) l USING (chunk_pk)
+    WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
     SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short
@@ -215,10 +233,12 @@ _SKIPPING = """kw_long AS MATERIALIZED (
 # skipping a shorter one saves less than the theta it needs costs. Read when a statement is built
 # (tests lower it).
 LONG_LIST = 32768
-# What completing one chunk from its tsvector costs, in postings summed: ~15 us against ~0.3 us
-# with its page cached, several times that read from disk (measured at 1M; 50, 100 and 200 gave
-# the same p95 within noise there). The long lists are skipped only where completions cost less.
+# What completing one candidate from its tsvector costs, in postings summed (~15 us against
+# ~0.3 us at 1M), and what probing one long posting for the candidates costs in the same unit:
+# kw_lookup completes from tsvectors only where that is cheaper. Measured at 1M, interleaved:
+# probe_cost 0.3 gave p95 26.4 ms, 0.1 27.4, 1 26.7, always probing 28.6.
 COMPLETION_COST = 100
+PROBE_COST = 0.3
 # The pruned exact leg (migrations 0007 and 0009, keyword_top): the same top-k and scores as _KEYWORD's
 # exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
 # itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold
@@ -400,7 +420,7 @@ def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable 
     else:
         scored = sql.SQL(_SKIPPING).format(
             s=schema, postings=sql.SQL(_ALL_POSTINGS), join=filters,
-            long_list=sql.Literal(LONG_LIST),
+            long_list=sql.Literal(LONG_LIST), probe_cost=sql.Literal(PROBE_COST),
             completion_cost=sql.Literal(COMPLETION_COST), fetch_offset=sql.Literal(fetch - 1),
             ranked_short=ranked("kw_short"))
     return sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=filters,

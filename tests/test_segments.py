@@ -405,6 +405,9 @@ def test_many_ingests_then_optimize_stay_bounded(
 # --- migration 0004 ----------------------------------------------------------------------------
 
 _DOWNGRADE = """
+DROP TABLE {s}.segment_dense;  -- 0010
+DROP FUNCTION {s}.segment_dense_fill() CASCADE;
+DROP FUNCTION {s}.densify(integer, integer, integer);
 DROP TABLE {s}.staged;  -- 0008
 DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0007, 0009
 DROP TABLE {s}.segment_blocks;

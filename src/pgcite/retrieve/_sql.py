@@ -65,7 +65,8 @@ kw_terms AS (
 # tuplestore that spills to disk past work_mem).
 _KEYWORD = _KEYWORD_TERMS + """, kw_postings AS MATERIALIZED (
     SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks, p.tfs,
-           p.lengths
+           p.lengths, EXISTS (SELECT 1 FROM {s}.segment_dense d
+                              WHERE d.segment_id = p.segment_id AND d.term = p.term) AS dense
     FROM {s}.snapshot_segments ss JOIN {s}.segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
     WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = ANY(kw_terms.terms)
@@ -138,8 +139,15 @@ _LIVE = """SELECT u.chunk_pk, u.len, {weight} AS w
               FROM kw_postings p JOIN kw_idf i USING (term){lists}) u
         WHERE {gate}(NOT u.dead OR NOT EXISTS (
             SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))"""
-_POSTING_WEIGHT = re.sub(r"st\.(\w+)", r"(SELECT \1 FROM kw_stats)",
-                         _WEIGHT.format(idf="u.idf", tf="u.tf", len="u.len"))
+
+
+def _initplan_weight(idf: str, tf: str, length: str) -> str:
+    """_WEIGHT with the statistics read by scalar subqueries (initplans) instead of a join."""
+    return re.sub(r"st\.(\w+)", r"(SELECT \1 FROM kw_stats)",
+                  _WEIGHT.format(idf=idf, tf=tf, len=length))
+
+
+_POSTING_WEIGHT = _initplan_weight("u.idf", "u.tf", "u.len")
 
 
 _GROUPED = """SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
@@ -168,16 +176,23 @@ _SUMMED = "kw_scored AS (\n    " + _summed_postings() + "\n)"
 # terms' weights, and every score that can reach the top is the full one. They get them one of
 # two ways, whichever costs less (kw_lookup): from each candidate's own tsvector (the source of
 # the postings' term frequencies; its length is the one its postings carry), or by probing the
-# long lists' postings against a hash of the candidates, which reads them but sums only the few
-# that match (at 1M a query's p95 went from 52 to 26 ms against tsvectors alone, which cost
-# ~15 us a candidate and priced out most skips). Otherwise (theta too low, or fewer than fetch
-# chunks) the long lists' postings are added to the short sums. With no long list it is
-# _SUMMED, and theta is never computed: initplans run when first read, and AND reads its second
-# operand only when the first is true.
+# long lists for them: postings against a hash of the candidates (read whole, only the few that
+# match summed), and where a segment holds a list densely (migration 0010), its dense rows, one
+# get_byte a candidate (at 1M a query's p95 went from 52 to 26 ms with the postings probe against
+# tsvectors alone, which cost ~15 us a candidate and priced out most skips, and to 21 ms with the
+# dense rows besides). Otherwise (theta too low, or fewer than fetch chunks) the long lists'
+# postings are added to the short sums. With no long list it is _SUMMED, and theta is never
+# computed: initplans run when first read, and AND reads its second operand only when the first
+# is true.
 _SKIPPING = """kw_long AS MATERIALIZED (
-    SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub
+    -- each long list's bound, and how many of its postings are sparse (in segments where the
+    -- list has no dense rows) and how many of its segments' lists are dense
+    SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub,
+           coalesce(sum(b.postings) FILTER (WHERE NOT p.dense), 0) AS sparse,
+           count(*) FILTER (WHERE p.dense) AS dense
     FROM {{s}}.snapshot_segments ss JOIN {{s}}.segment_blocks b USING (segment_id)
-    JOIN kw_idf i USING (term) CROSS JOIN kw_stats st,
+    JOIN kw_idf i USING (term) JOIN kw_postings p USING (segment_id, term)
+    CROSS JOIN kw_stats st,
          LATERAL (SELECT max({block}) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound)
     WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= {{long_list}}
     GROUP BY b.term, i.idf, i.postings
@@ -195,11 +210,19 @@ _SKIPPING = """kw_long AS MATERIALIZED (
 ), kw_cand AS MATERIALIZED (
     SELECT k.chunk_pk, k.len, k.score FROM kw_short k CROSS JOIN kw_bound bd
     WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9)
+), kw_dense AS MATERIALIZED (
+    -- the long lists' dense rows, read whole (one hash join with the candidates: looked up
+    -- one candidate at a time through the index, 30k candidates took 34 ms at 1M)
+    SELECT d.segment_id, d.block, d.tfs, l.idf, p.dead
+    FROM kw_long l JOIN kw_postings p USING (term)
+    JOIN {{s}}.segment_dense d ON d.segment_id = p.segment_id AND d.term = p.term
+    WHERE p.dense
 ), kw_lookup AS MATERIALIZED (
     -- complete the candidates from their tsvectors where that costs less than probing the
-    -- long lists' postings for them
+    -- long lists for them (their sparse postings, and the dense rows read)
     SELECT (SELECT count(*) FROM kw_cand) * {{completion_cost}}
-           < (SELECT sum(postings) FROM kw_long) * {{probe_cost}} AS tsv
+           < (SELECT sum(sparse) * {{probe_cost}} + sum(dense) * {{dense_cost}} FROM kw_long)
+           AS tsv
 ), kw_scored AS (
     SELECT k.chunk_pk, k.len, k.score + coalesce((
                SELECT sum({completion})
@@ -210,8 +233,17 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     UNION ALL
     SELECT k.chunk_pk, k.len, k.score + coalesce(l.w, 0)
     FROM kw_cand k LEFT JOIN (
-        SELECT u.chunk_pk, sum(u.w) AS w FROM ({long}) u
-        WHERE u.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
+        SELECT u.chunk_pk, sum(u.w) AS w FROM (
+            SELECT v.chunk_pk, v.w FROM ({sparse}) v
+            WHERE v.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
+            UNION ALL
+            SELECT x.chunk_pk, {dense_weight} FROM (
+                SELECT c.chunk_pk, c.len, d.idf, d.segment_id, d.dead,
+                       get_byte(d.tfs, mod(c.chunk_pk, {{dense_block}})::integer) AS tf
+                FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / {{dense_block}} = d.block) x
+            WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (
+                SELECT 1 FROM kw_dead dd
+                WHERE dd.segment_id = x.segment_id AND dd.chunk_pk = x.chunk_pk))) u
         GROUP BY u.chunk_pk) l USING (chunk_pk)
     WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
@@ -228,6 +260,9 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     completion=_WEIGHT.format(idf="l.idf", tf="x.tf", len="k.len"),
     short=_summed_postings(lists=" WHERE i.postings < {long_list}"),
     long=_LIVE.format(weight=_POSTING_WEIGHT, lists=" WHERE i.postings >= {long_list}", gate=""),
+    sparse=_LIVE.format(weight=_POSTING_WEIGHT, gate="",
+                        lists=" WHERE i.postings >= {long_list} AND NOT p.dense"),
+    dense_weight=_initplan_weight("x.idf", "x.tf", "x.len"),
     every=_summed_postings(gate="NOT (SELECT present FROM kw_skip) AND "))
 # Lists of at least this many postings (over a snapshot's segments) are "long" for _SKIPPING:
 # skipping a shorter one saves less than the theta it needs costs. Read when a statement is built
@@ -239,6 +274,10 @@ LONG_LIST = 32768
 # probe_cost 0.3 gave p95 26.4 ms, 0.1 27.4, 1 26.7, always probing 28.6.
 COMPLETION_COST = 100
 PROBE_COST = 0.3
+# The chunk_pks of one row of segment_dense (migration 0010), and what reading one list's dense
+# rows costs in postings summed (about 1 MB at 1M chunks, ~0.3 ms).
+DENSE_BLOCK = 4000
+DENSE_COST = 1000
 # The pruned exact leg (migrations 0007 and 0009, keyword_top): the same top-k and scores as _KEYWORD's
 # exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
 # itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold
@@ -421,6 +460,7 @@ def keyword_leg(*, schema: sql.Identifier, ts_config: str, join: sql.Composable 
         scored = sql.SQL(_SKIPPING).format(
             s=schema, postings=sql.SQL(_ALL_POSTINGS), join=filters,
             long_list=sql.Literal(LONG_LIST), probe_cost=sql.Literal(PROBE_COST),
+            dense_block=sql.Literal(DENSE_BLOCK), dense_cost=sql.Literal(DENSE_COST),
             completion_cost=sql.Literal(COMPLETION_COST), fetch_offset=sql.Literal(fetch - 1),
             ranked_short=ranked("kw_short"))
     return sql.SQL(_KEYWORD).format(s=schema, cfg=sql.Literal(ts_config), join=filters,

@@ -23,10 +23,12 @@ from pgcite.retrieve._search import SearchOptions, prepare_search
 from tests.test_pruning import FILTERS, _assert_exact_top, _grow, _passing, planner_regimes
 from tests.test_segments import _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
 
-# (long-list size, completion cost) for each way of completing the candidates; "dense" probes
-# too, after every other segment's lists were made dense (migration 0010), so that one query
-# reads a long list from dense rows in some segments and from postings in the others
-REGIMES = {"tsvector": (20, 0), "probe": (20, 10**9), "dense": (20, 10**9)}
+# (long-list size, completion cost, best-first head) for each way of completing the
+# candidates; "dense" probes too, after every other segment's lists were made dense (migration
+# 0010), so that one query reads a long list from dense rows in some segments and from postings
+# in the others. A filtered leg reads the best 4 of its chunks first in "probe": some filters
+# pass fetch of them, others too few (then it reads them all).
+REGIMES = {"tsvector": (20, 0, 1024), "probe": (20, 10**9, 4), "dense": (20, 10**9, 1024)}
 
 
 def _keyword_leg(conn: psycopg.Connection, col: pgcite.Collection, query: str, top_k: int,
@@ -97,9 +99,10 @@ def test_skipping_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
         cases = _cases(client, col, queries)
         taken: Counter[str] = Counter()
         wrong: list[tuple[str, str, str]] = []
-        for name, (long_list, cost) in REGIMES.items():
+        for name, (long_list, cost, head) in REGIMES.items():
             monkeypatch.setattr(_sql, "LONG_LIST", long_list)
             monkeypatch.setattr(_sql, "COMPLETION_COST", cost)
+            monkeypatch.setattr(_sql, "BEST_FIRST_HEAD", head)
             if name == "dense":
                 # re-ingesting the first batch brings back the versions it held (the ones
                 # since changed or removed): live again in a new segment, and still deleted in

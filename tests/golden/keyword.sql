@@ -52,7 +52,11 @@ kw_terms AS (
     GROUP BY x.chunk_pk
 ), kw_bound AS (
     SELECT (SELECT sum(ub) FROM kw_long) AS rest,
-           (SELECT k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)  ORDER BY k.score DESC, k.chunk_pk
+           (SELECT k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk
+    LIMIT CASE WHEN (SELECT count(*) FROM (
+                         SELECT 1 FROM (SELECT chunk_pk FROM kw_short
+                                        ORDER BY score DESC, chunk_pk LIMIT 1024) k
+                         JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)  LIMIT 30) z) >= 30 THEN 1024 END) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)  ORDER BY k.score DESC, k.chunk_pk
             OFFSET 29 LIMIT 1) AS theta
 ), kw_skip AS MATERIALIZED (
     -- (a relative margin: the bounds and the scores are summed in other orders)
@@ -123,7 +127,11 @@ kw_terms AS (
     GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score
-    FROM (SELECT * FROM kw_scored ORDER BY score DESC, chunk_pk OFFSET 0) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)
+    FROM (SELECT * FROM kw_scored ORDER BY score DESC, chunk_pk
+    LIMIT CASE WHEN (SELECT count(*) FROM (
+                         SELECT 1 FROM (SELECT chunk_pk FROM kw_scored
+                                        ORDER BY score DESC, chunk_pk LIMIT 1024) k
+                         JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)  LIMIT 30) z) >= 30 THEN 1024 END) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)
     ORDER BY k.score DESC, k.chunk_pk
     LIMIT 30
 ), kw AS (

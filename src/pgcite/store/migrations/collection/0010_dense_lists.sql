@@ -30,17 +30,24 @@ CREATE FUNCTION {schema}.densify(p_segment integer, p_min_postings integer DEFAU
 LANGUAGE sql AS $fn$
 INSERT INTO {schema}.segment_dense (segment_id, term, block, tfs)
 SELECT p.segment_id, p.term, x.block,
-       (SELECT decode(string_agg(lpad(to_hex(coalesce(y.tf, 0)), 2, '0'), '' ORDER BY g.i), 'hex')
-        FROM generate_series(0, 3999) AS g(i)
-        LEFT JOIN unnest(x.offsets, x.tfs) AS y(o, tf) ON y.o = g.i)
+       -- each posting's byte after the zeros of the gap before it, then the zeros after the
+       -- last (a row per posting, not per byte: 12.7 s -> 9.6 s for the 44 dense lists of 1M)
+       (SELECT decode(string_agg(repeat('00', y.o - coalesce(y.prev, -1) - 1)
+                                 || lpad(to_hex(y.tf), 2, '0'), '' ORDER BY y.o)
+                      || repeat('00', 3999 - max(y.o)), 'hex')
+        FROM (SELECT u.o, u.tf, lag(u.o) OVER (ORDER BY u.o) AS prev
+              FROM unnest(x.offsets, x.tfs) AS u(o, tf)) y)
 FROM {schema}.segment_postings p
+-- the list's length from its block bounds (their trigger runs first, by name), which spares
+-- expanding every short list's arrays to count them
+JOIN {schema}.segment_blocks b USING (segment_id, term)
 CROSS JOIN LATERAL (
     SELECT u.pk / 4000 AS block, array_agg(mod(u.pk, 4000)::integer) AS offsets,
            array_agg(u.tf) AS tfs
     FROM unnest(p.chunk_pks, p.tfs) AS u(pk, tf) GROUP BY 1) x
-WHERE p.segment_id = p_segment AND cardinality(p.chunk_pks) >= p_min_postings
+WHERE p.segment_id = p_segment AND b.postings >= p_min_postings
   AND (SELECT max(t) FROM unnest(p.tfs) AS t) <= 255
-  AND cardinality(p.chunk_pks)::bigint * p_ratio
+  AND b.postings::bigint * p_ratio
       >= 4000 * (SELECT count(DISTINCT pk / 4000) FROM unnest(p.chunk_pks) AS pk)
   AND NOT EXISTS (SELECT 1 FROM {schema}.segment_dense d
                   WHERE d.segment_id = p.segment_id AND d.term = p.term)

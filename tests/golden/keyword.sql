@@ -31,15 +31,17 @@ kw_terms AS (
     FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
 ), kw_long AS MATERIALIZED (
-    -- each long list's bound, and how many of its postings are sparse (in segments where the
-    -- list has no dense rows) and how many of its segments' lists are dense
+    -- each long list's bound, how many of its postings are sparse (in segments where the list
+    -- has no dense rows), and how many dense rows it has
     SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub,
            coalesce(sum(b.postings) FILTER (WHERE NOT p.dense), 0) AS sparse,
-           count(*) FILTER (WHERE p.dense) AS dense
+           sum(r.blocks) AS dense
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_blocks b USING (segment_id)
     JOIN kw_idf i USING (term) JOIN kw_postings p USING (segment_id, term)
     CROSS JOIN kw_stats st,
-         LATERAL (SELECT max(1 * x.mt * (st.k1 + 1) / (x.mt + st.k1 * (1 - st.b + st.b * x.ml / st.avgdl))) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound)
+         LATERAL (SELECT max(1 * x.mt * (st.k1 + 1) / (x.mt + st.k1 * (1 - st.b + st.b * x.ml / st.avgdl))) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound),
+         LATERAL (SELECT count(*) AS blocks FROM "pgc_diary".segment_dense d
+                  WHERE p.dense AND d.segment_id = p.segment_id AND d.term = p.term) r
     WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= 32768
     GROUP BY b.term, i.idf, i.postings
 ), kw_short AS MATERIALIZED (
@@ -75,9 +77,9 @@ kw_terms AS (
     WHERE p.dense
 ), kw_lookup AS MATERIALIZED (
     -- complete the candidates from their tsvectors where that costs less than probing the
-    -- long lists for them (their sparse postings, and the dense rows read)
+    -- long lists for them (their sparse postings and their dense rows, read whole)
     SELECT (SELECT count(*) FROM kw_cand) * 100
-           < (SELECT sum(sparse) * 0.3 + sum(dense) * 1000 FROM kw_long)
+           < (SELECT sum(sparse) * 0.3 + sum(dense) * 4 FROM kw_long)
            AS tsv
 ), kw_scored AS (
     SELECT k.chunk_pk, k.len, k.score + coalesce((

@@ -185,15 +185,17 @@ _SUMMED = "kw_scored AS (\n    " + _summed_postings() + "\n)"
 # computed: initplans run when first read, and AND reads its second operand only when the first
 # is true.
 _SKIPPING = """kw_long AS MATERIALIZED (
-    -- each long list's bound, and how many of its postings are sparse (in segments where the
-    -- list has no dense rows) and how many of its segments' lists are dense
+    -- each long list's bound, how many of its postings are sparse (in segments where the list
+    -- has no dense rows), and how many dense rows it has
     SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub,
            coalesce(sum(b.postings) FILTER (WHERE NOT p.dense), 0) AS sparse,
-           count(*) FILTER (WHERE p.dense) AS dense
+           sum(r.blocks) AS dense
     FROM {{s}}.snapshot_segments ss JOIN {{s}}.segment_blocks b USING (segment_id)
     JOIN kw_idf i USING (term) JOIN kw_postings p USING (segment_id, term)
     CROSS JOIN kw_stats st,
-         LATERAL (SELECT max({block}) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound)
+         LATERAL (SELECT max({block}) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound),
+         LATERAL (SELECT count(*) AS blocks FROM {{s}}.segment_dense d
+                  WHERE p.dense AND d.segment_id = p.segment_id AND d.term = p.term) r
     WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= {{long_list}}
     GROUP BY b.term, i.idf, i.postings
 ), kw_short AS MATERIALIZED (
@@ -219,7 +221,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     WHERE p.dense
 ), kw_lookup AS MATERIALIZED (
     -- complete the candidates from their tsvectors where that costs less than probing the
-    -- long lists for them (their sparse postings, and the dense rows read)
+    -- long lists for them (their sparse postings and their dense rows, read whole)
     SELECT (SELECT count(*) FROM kw_cand) * {{completion_cost}}
            < (SELECT sum(sparse) * {{probe_cost}} + sum(dense) * {{dense_cost}} FROM kw_long)
            AS tsv
@@ -274,10 +276,10 @@ LONG_LIST = 32768
 # probe_cost 0.3 gave p95 26.4 ms, 0.1 27.4, 1 26.7, always probing 28.6.
 COMPLETION_COST = 100
 PROBE_COST = 0.3
-# The chunk_pks of one row of segment_dense (migration 0010), and what reading one list's dense
-# rows costs in postings summed (about 1 MB at 1M chunks, ~0.3 ms).
+# The chunk_pks of one row of segment_dense (migration 0010), and what reading one such row
+# costs in postings summed (a 1M-chunk list's 250 rows, 1 MB, took ~0.3 ms).
 DENSE_BLOCK = 4000
-DENSE_COST = 1000
+DENSE_COST = 4
 # The pruned exact leg (migrations 0007 and 0009, keyword_top): the same top-k and scores as _KEYWORD's
 # exhaustive sum, reading only prefixes of the impact-ordered postings. It applies the filters
 # itself (as %(kw_filter)s, SQL text with its values inlined, see inline_filter) to its threshold

@@ -35,8 +35,7 @@ kw_terms AS (
     FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
         FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
               FROM kw_postings p JOIN kw_idf i USING (term)) u
-        WHERE (NOT u.dead OR NOT EXISTS (
-            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
+        WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score

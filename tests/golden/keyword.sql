@@ -49,8 +49,7 @@ kw_terms AS (
     FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
         FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u
-        WHERE (NOT u.dead OR NOT EXISTS (
-            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
+        WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
 ), kw_bound AS (
     SELECT (SELECT sum(ub) FROM kw_long) AS rest,
@@ -95,17 +94,14 @@ kw_terms AS (
             SELECT v.chunk_pk, v.w FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
         FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768 AND NOT p.dense) u
-        WHERE (NOT u.dead OR NOT EXISTS (
-            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) v
+        WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) v
             WHERE v.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
             UNION ALL
             SELECT x.chunk_pk, x.idf * x.tf * ((SELECT k1 FROM kw_stats) + 1) / (x.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * x.len / (SELECT avgdl FROM kw_stats))) FROM (
                 SELECT c.chunk_pk, c.len, d.idf, d.segment_id, d.dead,
                        get_byte(d.tfs, mod(c.chunk_pk, 4000)::integer) AS tf
                 FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / 4000 = d.block) x
-            WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (
-                SELECT 1 FROM kw_dead dd
-                WHERE dd.segment_id = x.segment_id AND dd.chunk_pk = x.chunk_pk))) u
+            WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = x.segment_id AND d.chunk_pk = x.chunk_pk))) u
         GROUP BY u.chunk_pk) l USING (chunk_pk)
     WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
@@ -115,8 +111,7 @@ kw_terms AS (
         SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
         FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768) u
-        WHERE (NOT u.dead OR NOT EXISTS (
-            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
+        WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     WHERE (SELECT present AND NOT skip FROM kw_skip)
     GROUP BY x.chunk_pk
     UNION ALL
@@ -124,8 +119,7 @@ kw_terms AS (
     FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
         FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term)) u
-        WHERE NOT (SELECT present FROM kw_skip) AND (NOT u.dead OR NOT EXISTS (
-            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
+        WHERE NOT (SELECT present FROM kw_skip) AND (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
 ), kw_top AS (
     SELECT k.chunk_pk, k.score::float8 AS score

@@ -134,11 +134,14 @@ _WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
 # deleted chunks from looks its postings up in kw_dead (a hashed subplan), and the statistics
 # are scalar subqueries (initplans, run once) rather than a join per posting with their one row:
 # together 7% of a 1M-chunk query (bench/scale.py interleaved: p50 9.9 -> 9.3 ms).
+# Whether the posting (or dense byte) of chunk_pk in segment_id of row {r} counts: its segment
+# deleted no chunk (dead is false), or not this one.
+_ALIVE = ("(NOT {r}.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d"
+          " WHERE d.segment_id = {r}.segment_id AND d.chunk_pk = {r}.chunk_pk))")
 _LIVE = """SELECT u.chunk_pk, u.len, {weight} AS w
         FROM (SELECT p.segment_id, p.dead, i.idf, {{postings}}
               FROM kw_postings p JOIN kw_idf i USING (term){lists}) u
-        WHERE {gate}(NOT u.dead OR NOT EXISTS (
-            SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))"""
+        WHERE {gate}""" + _ALIVE.format(r="u")  # noqa: S608
 
 
 def _initplan_weight(idf: str, tf: str, length: str) -> str:
@@ -243,9 +246,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
                 SELECT c.chunk_pk, c.len, d.idf, d.segment_id, d.dead,
                        get_byte(d.tfs, mod(c.chunk_pk, {{dense_block}})::integer) AS tf
                 FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / {{dense_block}} = d.block) x
-            WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (
-                SELECT 1 FROM kw_dead dd
-                WHERE dd.segment_id = x.segment_id AND dd.chunk_pk = x.chunk_pk))) u
+            WHERE x.tf > 0 AND {alive}) u
         GROUP BY u.chunk_pk) l USING (chunk_pk)
     WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
@@ -264,7 +265,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     long=_LIVE.format(weight=_POSTING_WEIGHT, lists=" WHERE i.postings >= {long_list}", gate=""),
     sparse=_LIVE.format(weight=_POSTING_WEIGHT, gate="",
                         lists=" WHERE i.postings >= {long_list} AND NOT p.dense"),
-    dense_weight=_initplan_weight("x.idf", "x.tf", "x.len"),
+    dense_weight=_initplan_weight("x.idf", "x.tf", "x.len"), alive=_ALIVE.format(r="x"),
     every=_summed_postings(gate="NOT (SELECT present FROM kw_skip) AND "))
 # Lists of at least this many postings (over a snapshot's segments) are "long" for _SKIPPING:
 # skipping a shorter one saves less than the theta it needs costs. Read when a statement is built

@@ -3,13 +3,17 @@ kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{}') AS terms
     FROM unnest(to_tsvector('english'::regconfig, %(ranking_text)s))
 ), kw_stats AS (
-    SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
-           bm25_k1::float8 AS k1, bm25_b::float8 AS b
-    FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s
+    -- BM25's length norm k1 * (1 - b + b * len / avgdl) as base + slope * len (see _WEIGHT)
+    SELECT n, k1, k1 * (1 - b) AS base, k1 * b / avgdl AS slope
+    FROM (SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
+                 bm25_k1::float8 AS k1, bm25_b::float8 AS b
+          FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s) s
 ), kw_idf AS MATERIALIZED (
     -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
-    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, t.postings
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query), and the
+    -- factor of its postings' weights, idf * (k1 + 1)
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) * (st.k1 + 1) AS wt, t.postings
     FROM (SELECT b.term, sum(b.postings) AS postings,
                  (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
           FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_blocks b USING (segment_id)
@@ -31,9 +35,9 @@ kw_terms AS (
     FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
 ), kw_scored AS (
-    SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
-    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
-        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
+    SELECT x.chunk_pk, sum(x.w) AS score
+    FROM (SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
+        FROM (SELECT p.segment_id, p.dead, i.wt, unnest(p.chunk_pks[1:1000]) AS chunk_pk, unnest(p.tfs[1:1000]) AS tf, unnest(p.lengths[1:1000]) AS len
               FROM kw_postings p JOIN kw_idf i USING (term)) u
         WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk

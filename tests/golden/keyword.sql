@@ -3,13 +3,17 @@ kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{}') AS terms
     FROM unnest(to_tsvector('english'::regconfig, %(ranking_text)s))
 ), kw_stats AS (
-    SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
-           bm25_k1::float8 AS k1, bm25_b::float8 AS b
-    FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s
+    -- BM25's length norm k1 * (1 - b + b * len / avgdl) as base + slope * len (see _WEIGHT)
+    SELECT n, k1, k1 * (1 - b) AS base, k1 * b / avgdl AS slope
+    FROM (SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
+                 bm25_k1::float8 AS k1, bm25_b::float8 AS b
+          FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s) s
 ), kw_idf AS MATERIALIZED (
     -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
-    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, t.postings
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query), and the
+    -- factor of its postings' weights, idf * (k1 + 1)
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) * (st.k1 + 1) AS wt, t.postings
     FROM (SELECT b.term, sum(b.postings) AS postings,
                  (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
           FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_blocks b USING (segment_id)
@@ -33,21 +37,21 @@ kw_terms AS (
 ), kw_long AS MATERIALIZED (
     -- each long list's bound, how many of its postings are sparse (in segments where the list
     -- has no dense rows), and how many dense rows it has
-    SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub,
+    SELECT b.term, i.wt, i.postings, i.idf * max(m.bound) AS ub,
            coalesce(sum(b.postings) FILTER (WHERE NOT p.dense), 0) AS sparse,
            sum(r.blocks) AS dense
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_blocks b USING (segment_id)
     JOIN kw_idf i USING (term) JOIN kw_postings p USING (segment_id, term)
     CROSS JOIN kw_stats st,
-         LATERAL (SELECT max(1 * x.mt * (st.k1 + 1) / (x.mt + st.k1 * (1 - st.b + st.b * x.ml / st.avgdl))) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound),
+         LATERAL (SELECT max((st.k1 + 1) * x.mt / (x.mt + st.base + st.slope * x.ml)) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound),
          LATERAL (SELECT count(*) AS blocks FROM "pgc_diary".segment_dense d
                   WHERE p.dense AND d.segment_id = p.segment_id AND d.term = p.term) r
     WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= 32768
-    GROUP BY b.term, i.idf, i.postings
+    GROUP BY b.term, i.idf, i.wt, i.postings
 ), kw_short AS MATERIALIZED (
     SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
-    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
-        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+    FROM (SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
+        FROM (SELECT p.segment_id, p.dead, i.wt, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u
         WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
@@ -70,7 +74,7 @@ kw_terms AS (
 ), kw_dense AS MATERIALIZED (
     -- the long lists' dense rows, read whole (one hash join with the candidates: looked up
     -- one candidate at a time through the index, 30k candidates took 34 ms at 1M)
-    SELECT d.segment_id, d.block, d.tfs, l.idf, p.dead
+    SELECT d.segment_id, d.block, d.tfs, l.wt, p.dead
     FROM kw_long l JOIN kw_postings p USING (term)
     JOIN "pgc_diary".segment_dense d ON d.segment_id = p.segment_id AND d.term = p.term
     WHERE p.dense
@@ -81,43 +85,43 @@ kw_terms AS (
            < (SELECT sum(sparse) * 0.3 + sum(dense) * 4 FROM kw_long)
            AS tsv
 ), kw_scored AS (
-    SELECT k.chunk_pk, k.len, k.score + coalesce((
-               SELECT sum(l.idf * x.tf * (st.k1 + 1) / (x.tf + st.k1 * (1 - st.b + st.b * k.len / st.avgdl)))
+    SELECT k.chunk_pk, k.score + coalesce((
+               SELECT sum(l.wt * x.tf / (x.tf + st.base + st.slope * k.len))
                FROM (SELECT t.lexeme, cardinality(t.positions) AS tf FROM unnest(c.tsv) AS t) x
                JOIN kw_long l ON l.term = x.lexeme), 0) AS score
     FROM kw_cand k JOIN "pgc_diary".chunks c USING (chunk_pk) CROSS JOIN kw_stats st
     WHERE (SELECT skip FROM kw_skip) AND (SELECT tsv FROM kw_lookup)
     UNION ALL
-    SELECT k.chunk_pk, k.len, k.score + coalesce(l.w, 0)
+    SELECT k.chunk_pk, k.score + coalesce(l.w, 0)
     FROM kw_cand k LEFT JOIN (
         SELECT u.chunk_pk, sum(u.w) AS w FROM (
-            SELECT v.chunk_pk, v.w FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
-        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+            SELECT v.chunk_pk, v.w FROM (SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
+        FROM (SELECT p.segment_id, p.dead, i.wt, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768 AND NOT p.dense) u
         WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) v
             WHERE v.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
             UNION ALL
-            SELECT x.chunk_pk, x.idf * x.tf * ((SELECT k1 FROM kw_stats) + 1) / (x.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * x.len / (SELECT avgdl FROM kw_stats))) FROM (
-                SELECT c.chunk_pk, c.len, d.idf, d.segment_id, d.dead,
+            SELECT x.chunk_pk, x.wt * x.tf / (x.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * x.len) FROM (
+                SELECT c.chunk_pk, c.len, d.wt, d.segment_id, d.dead,
                        get_byte(d.tfs, mod(c.chunk_pk, 4000)::integer) AS tf
                 FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / 4000 = d.block) x
             WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = x.segment_id AND d.chunk_pk = x.chunk_pk))) u
         GROUP BY u.chunk_pk) l USING (chunk_pk)
     WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
-    SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
+    SELECT x.chunk_pk, sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short
         UNION ALL
-        SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
-        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+        SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
+        FROM (SELECT p.segment_id, p.dead, i.wt, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768) u
         WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     WHERE (SELECT present AND NOT skip FROM kw_skip)
     GROUP BY x.chunk_pk
     UNION ALL
-    SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
-    FROM (SELECT u.chunk_pk, u.len, u.idf * u.tf * ((SELECT k1 FROM kw_stats) + 1) / (u.tf + (SELECT k1 FROM kw_stats) * (1 - (SELECT b FROM kw_stats) + (SELECT b FROM kw_stats) * u.len / (SELECT avgdl FROM kw_stats))) AS w
-        FROM (SELECT p.segment_id, p.dead, i.idf, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
+    SELECT x.chunk_pk, sum(x.w) AS score
+    FROM (SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
+        FROM (SELECT p.segment_id, p.dead, i.wt, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term)) u
         WHERE NOT (SELECT present FROM kw_skip) AND (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk

@@ -32,13 +32,17 @@ kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{{}}') AS terms
     FROM unnest(to_tsvector({cfg}::regconfig, %(ranking_text)s))
 ), kw_stats AS (
-    SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
-           bm25_k1::float8 AS k1, bm25_b::float8 AS b
-    FROM {s}.snapshots WHERE snapshot_id = %(snapshot_id)s
+    -- BM25's length norm k1 * (1 - b + b * len / avgdl) as base + slope * len (see _WEIGHT)
+    SELECT n, k1, k1 * (1 - b) AS base, k1 * b / avgdl AS slope
+    FROM (SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
+                 bm25_k1::float8 AS k1, bm25_b::float8 AS b
+          FROM {s}.snapshots WHERE snapshot_id = %(snapshot_id)s) s
 ), kw_idf AS MATERIALIZED (
     -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query)
-    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, t.postings
+    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query), and the
+    -- factor of its postings' weights, idf * (k1 + 1)
+    SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf,
+           ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) * (st.k1 + 1) AS wt, t.postings
     FROM (SELECT b.term, sum(b.postings) AS postings,
                  (sum(b.postings) - coalesce(max(d.df), 0))::float8 AS df
           FROM {s}.snapshot_segments ss JOIN {s}.segment_blocks b USING (segment_id)
@@ -125,9 +129,12 @@ _ALL_POSTINGS = ("unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf,"
                  " unnest(p.lengths) AS len")
 _TOP_POSTINGS = ("unnest(p.chunk_pks[1:{term_depth}]) AS chunk_pk,"
                  " unnest(p.tfs[1:{term_depth}]) AS tf, unnest(p.lengths[1:{term_depth}]) AS len")
-# BM25's weight of one posting: idf, term frequency, chunk length (SQL expressions).
-_WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
-           " / ({tf} + st.k1 * (1 - st.b + st.b * {len} / st.avgdl))")
+# BM25's weight of one posting: wt (its term's idf * (k1 + 1)), term frequency, chunk length
+# (SQL expressions). Its constants are folded per query (kw_stats) and per term (kw_idf): the
+# textbook form evaluates 13 operators a posting, this one 8, and a summed query's time is its
+# postings'. Every path (summed, completed, probed, bounded) computes a weight this one way.
+_WEIGHT = "{wt} * {tf} / ({tf} + st.base + st.slope * {len})"
+
 # One row per live posting of the query's lists (those {lists}, a WHERE clause or nothing,
 # keeps): its chunk, the chunk's length and the posting's weight; {gate} is a condition without
 # columns (the planner runs it once, before any posting is read). Only a segment the snapshot
@@ -139,28 +146,30 @@ _WEIGHT = ("{idf} * {tf} * (st.k1 + 1)"
 _ALIVE = ("(NOT {r}.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d"
           " WHERE d.segment_id = {r}.segment_id AND d.chunk_pk = {r}.chunk_pk))")
 _LIVE = """SELECT u.chunk_pk, u.len, {weight} AS w
-        FROM (SELECT p.segment_id, p.dead, i.idf, {{postings}}
+        FROM (SELECT p.segment_id, p.dead, i.wt, {{postings}}
               FROM kw_postings p JOIN kw_idf i USING (term){lists}) u
         WHERE {gate}""" + _ALIVE.format(r="u")  # noqa: S608
 
 
-def _initplan_weight(idf: str, tf: str, length: str) -> str:
+def _initplan_weight(wt: str, tf: str, length: str) -> str:
     """_WEIGHT with the statistics read by scalar subqueries (initplans) instead of a join."""
     return re.sub(r"st\.(\w+)", r"(SELECT \1 FROM kw_stats)",
-                  _WEIGHT.format(idf=idf, tf=tf, len=length))
+                  _WEIGHT.format(wt=wt, tf=tf, len=length))
 
 
-_POSTING_WEIGHT = _initplan_weight("u.idf", "u.tf", "u.len")
+_POSTING_WEIGHT = _initplan_weight("u.wt", "u.tf", "u.len")
 
 
-_GROUPED = """SELECT x.chunk_pk, max(x.len) AS len, sum(x.w) AS score
+_GROUPED = """SELECT x.chunk_pk,{length} sum(x.w) AS score
     FROM ({live}) x
     GROUP BY x.chunk_pk"""  # noqa: S608
 
 
-def _summed_postings(lists: str = "", gate: str = "") -> str:
-    """Those postings summed per chunk (chunk_pk, len, score)."""
-    return _GROUPED.format(live=_LIVE.format(weight=_POSTING_WEIGHT, lists=lists, gate=gate))
+def _summed_postings(lists: str = "", gate: str = "", *, length: bool = False) -> str:
+    """Those postings summed per chunk (chunk_pk, score), and with ``length`` each chunk's
+    length (a second aggregate a posting: only partial sums that may be completed need it)."""
+    return _GROUPED.format(live=_LIVE.format(weight=_POSTING_WEIGHT, lists=lists, gate=gate),
+                           length=" max(x.len) AS len," if length else "")
 
 
 # Each list's first term_depth postings, summed (the approximate leg).
@@ -190,7 +199,7 @@ _SUMMED = "kw_scored AS (\n    " + _summed_postings() + "\n)"
 _SKIPPING = """kw_long AS MATERIALIZED (
     -- each long list's bound, how many of its postings are sparse (in segments where the list
     -- has no dense rows), and how many dense rows it has
-    SELECT b.term, i.idf, i.postings, i.idf * max(m.bound) AS ub,
+    SELECT b.term, i.wt, i.postings, i.idf * max(m.bound) AS ub,
            coalesce(sum(b.postings) FILTER (WHERE NOT p.dense), 0) AS sparse,
            sum(r.blocks) AS dense
     FROM {{s}}.snapshot_segments ss JOIN {{s}}.segment_blocks b USING (segment_id)
@@ -200,7 +209,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
          LATERAL (SELECT count(*) AS blocks FROM {{s}}.segment_dense d
                   WHERE p.dense AND d.segment_id = p.segment_id AND d.term = p.term) r
     WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= {{long_list}}
-    GROUP BY b.term, i.idf, i.postings
+    GROUP BY b.term, i.idf, i.wt, i.postings
 ), kw_short AS MATERIALIZED (
     {short}
 ), kw_bound AS (
@@ -218,7 +227,7 @@ _SKIPPING = """kw_long AS MATERIALIZED (
 ), kw_dense AS MATERIALIZED (
     -- the long lists' dense rows, read whole (one hash join with the candidates: looked up
     -- one candidate at a time through the index, 30k candidates took 34 ms at 1M)
-    SELECT d.segment_id, d.block, d.tfs, l.idf, p.dead
+    SELECT d.segment_id, d.block, d.tfs, l.wt, p.dead
     FROM kw_long l JOIN kw_postings p USING (term)
     JOIN {{s}}.segment_dense d ON d.segment_id = p.segment_id AND d.term = p.term
     WHERE p.dense
@@ -229,28 +238,28 @@ _SKIPPING = """kw_long AS MATERIALIZED (
            < (SELECT sum(sparse) * {{probe_cost}} + sum(dense) * {{dense_cost}} FROM kw_long)
            AS tsv
 ), kw_scored AS (
-    SELECT k.chunk_pk, k.len, k.score + coalesce((
+    SELECT k.chunk_pk, k.score + coalesce((
                SELECT sum({completion})
                FROM (SELECT t.lexeme, cardinality(t.positions) AS tf FROM unnest(c.tsv) AS t) x
                JOIN kw_long l ON l.term = x.lexeme), 0) AS score
     FROM kw_cand k JOIN {{s}}.chunks c USING (chunk_pk) CROSS JOIN kw_stats st
     WHERE (SELECT skip FROM kw_skip) AND (SELECT tsv FROM kw_lookup)
     UNION ALL
-    SELECT k.chunk_pk, k.len, k.score + coalesce(l.w, 0)
+    SELECT k.chunk_pk, k.score + coalesce(l.w, 0)
     FROM kw_cand k LEFT JOIN (
         SELECT u.chunk_pk, sum(u.w) AS w FROM (
             SELECT v.chunk_pk, v.w FROM ({sparse}) v
             WHERE v.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
             UNION ALL
             SELECT x.chunk_pk, {dense_weight} FROM (
-                SELECT c.chunk_pk, c.len, d.idf, d.segment_id, d.dead,
+                SELECT c.chunk_pk, c.len, d.wt, d.segment_id, d.dead,
                        get_byte(d.tfs, mod(c.chunk_pk, {{dense_block}})::integer) AS tf
                 FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / {{dense_block}} = d.block) x
             WHERE x.tf > 0 AND {alive}) u
         GROUP BY u.chunk_pk) l USING (chunk_pk)
     WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
     UNION ALL
-    SELECT x.chunk_pk, max(x.len), sum(x.score) FROM (
+    SELECT x.chunk_pk, sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short
         UNION ALL
         {long}) x
@@ -259,13 +268,13 @@ _SKIPPING = """kw_long AS MATERIALIZED (
     UNION ALL
     {every}
 )""".format(  # noqa: S608
-    block=_WEIGHT.format(idf="1", tf="x.mt", len="x.ml"),
-    completion=_WEIGHT.format(idf="l.idf", tf="x.tf", len="k.len"),
-    short=_summed_postings(lists=" WHERE i.postings < {long_list}"),
+    block=_WEIGHT.format(wt="(st.k1 + 1)", tf="x.mt", len="x.ml"),
+    completion=_WEIGHT.format(wt="l.wt", tf="x.tf", len="k.len"),
+    short=_summed_postings(lists=" WHERE i.postings < {long_list}", length=True),
     long=_LIVE.format(weight=_POSTING_WEIGHT, lists=" WHERE i.postings >= {long_list}", gate=""),
     sparse=_LIVE.format(weight=_POSTING_WEIGHT, gate="",
                         lists=" WHERE i.postings >= {long_list} AND NOT p.dense"),
-    dense_weight=_initplan_weight("x.idf", "x.tf", "x.len"), alive=_ALIVE.format(r="x"),
+    dense_weight=_initplan_weight("x.wt", "x.tf", "x.len"), alive=_ALIVE.format(r="x"),
     every=_summed_postings(gate="NOT (SELECT present FROM kw_skip) AND "))
 # Lists of at least this many postings (over a snapshot's segments) are "long" for _SKIPPING:
 # skipping a shorter one saves less than the theta it needs costs. Read when a statement is built

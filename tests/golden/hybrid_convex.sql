@@ -55,14 +55,17 @@ kw_terms AS (
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings < 32768) u
         WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) x
     GROUP BY x.chunk_pk
-), kw_bound AS (
-    SELECT (SELECT sum(ub) FROM kw_long) AS rest,
-           (SELECT k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk
+), kw_head AS MATERIALIZED (
+    -- the fetch best partial scores of chunks that pass the filters; theta is the last
+    SELECT k.chunk_pk, k.score FROM (SELECT * FROM kw_short ORDER BY score DESC, chunk_pk
     LIMIT CASE WHEN (SELECT count(*) FROM (
                          SELECT 1 FROM (SELECT chunk_pk FROM kw_short
                                         ORDER BY score DESC, chunk_pk LIMIT 1024) k
-                         JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s) LIMIT 30) z) >= 30 THEN 1024 END) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s) ORDER BY k.score DESC, k.chunk_pk
-            OFFSET 29 LIMIT 1) AS theta
+                         JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s) LIMIT 30) z) >= 30 THEN 1024 END) k JOIN "pgc_diary".chunks c USING (chunk_pk) WHERE (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s)
+    ORDER BY k.score DESC, k.chunk_pk LIMIT 30
+), kw_bound AS (
+    SELECT (SELECT sum(ub) FROM kw_long) AS rest,
+           (SELECT min(score) FROM kw_head HAVING count(*) >= 30) AS theta
 ), kw_skip AS MATERIALIZED (
     -- (a relative margin: the bounds and the scores are summed in other orders)
     SELECT l.present, l.present
@@ -92,22 +95,23 @@ kw_terms AS (
     FROM kw_cand k JOIN "pgc_diary".chunks c USING (chunk_pk) CROSS JOIN kw_stats st
     WHERE (SELECT skip FROM kw_skip) AND (SELECT tsv FROM kw_lookup)
     UNION ALL
-    SELECT k.chunk_pk, k.score + coalesce(l.w, 0)
-    FROM kw_cand k LEFT JOIN (
-        SELECT u.chunk_pk, sum(u.w) AS w FROM (
-            SELECT v.chunk_pk, v.w FROM (SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
+    -- a candidate keeps its partial score where no long list holds it, so only the best
+    -- partial scores (kw_head) and the candidates the probes find can reach the top
+    SELECT u.chunk_pk, max(u.partial) + sum(u.w) FROM (
+        SELECT chunk_pk, score AS partial, 0::float8 AS w FROM kw_head
+        UNION ALL
+        SELECT v.chunk_pk, c.score, v.w FROM (SELECT u.chunk_pk, u.len, u.wt * u.tf / (u.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * u.len) AS w
         FROM (SELECT p.segment_id, p.dead, i.wt, unnest(p.chunk_pks) AS chunk_pk, unnest(p.tfs) AS tf, unnest(p.lengths) AS len
               FROM kw_postings p JOIN kw_idf i USING (term) WHERE i.postings >= 32768 AND NOT p.dense) u
-        WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) v
-            WHERE v.chunk_pk IN (SELECT chunk_pk FROM kw_cand)
-            UNION ALL
-            SELECT x.chunk_pk, x.wt * x.tf / (x.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * x.len) FROM (
-                SELECT c.chunk_pk, c.len, d.wt, d.segment_id, d.dead,
-                       get_byte(d.tfs, mod(c.chunk_pk, 4000)::integer) AS tf
-                FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / 4000 = d.block) x
-            WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = x.segment_id AND d.chunk_pk = x.chunk_pk))) u
-        GROUP BY u.chunk_pk) l USING (chunk_pk)
+        WHERE (NOT u.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = u.segment_id AND d.chunk_pk = u.chunk_pk))) v JOIN kw_cand c USING (chunk_pk)
+        UNION ALL
+        SELECT x.chunk_pk, x.score, x.wt * x.tf / (x.tf + (SELECT base FROM kw_stats) + (SELECT slope FROM kw_stats) * x.len) FROM (
+            SELECT c.chunk_pk, c.len, c.score, d.wt, d.segment_id, d.dead,
+                   get_byte(d.tfs, mod(c.chunk_pk, 4000)::integer) AS tf
+            FROM kw_dense d JOIN kw_cand c ON c.chunk_pk / 4000 = d.block) x
+        WHERE x.tf > 0 AND (NOT x.dead OR NOT EXISTS (SELECT 1 FROM kw_dead d WHERE d.segment_id = x.segment_id AND d.chunk_pk = x.chunk_pk))) u
     WHERE (SELECT skip FROM kw_skip) AND NOT (SELECT tsv FROM kw_lookup)
+    GROUP BY u.chunk_pk
     UNION ALL
     SELECT x.chunk_pk, sum(x.score) FROM (
         SELECT chunk_pk, len, score FROM kw_short

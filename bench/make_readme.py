@@ -59,7 +59,7 @@ def scale_rows(data: dict[str, Any]) -> list[str]:
                  "hybrid_end_to_end_with_embedding")
         rows.append(f"| {r['chunks']:,} | " + " | ".join(_p50_p95(lat, m) for m in modes)
                     + f" | {build['load_s']} / {build['snapshot_bm25_build_s']}"
-                    f" / {build['hnsw_build_s']} |")
+                    f" / {build['hnsw_build_s'] or '– (no vector index)'} |")
     return rows
 
 

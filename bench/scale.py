@@ -16,6 +16,11 @@ must be the same, scores identical (max difference reported).
     python bench/scale.py --sizes 100000            # ~10 min on 2 cores
     python bench/scale.py --sizes 100000,1000000    # the 1M build takes far longer
     python bench/scale.py --sizes 1000000 --results scale_segments   # other sizes' rows kept
+    python bench/scale.py --sizes 10000000 --no-hnsw --results scale_segments
+
+--no-hnsw builds no vector index and measures the keyword leg alone (its filters too): for a size
+whose HNSW graph (~2 KB a vector, built in memory) does not fit this machine's RAM. The chunks
+keep their 384-dim vectors, so their table has its real size.
 """
 
 from __future__ import annotations
@@ -75,11 +80,11 @@ def synthetic_vectors(n: int, rng: np.random.Generator, centroids: np.ndarray) -
 
 
 def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Generator,
-         centroids: np.ndarray) -> dict[str, float]:
+         centroids: np.ndarray, *, hnsw: bool = True) -> dict[str, float | None]:
     """COPY versions and chunks in batches, then build the snapshot and the HNSW index."""
     s = col.info.schema_id
     spec = col.info.embedder
-    timings: dict[str, float] = {}
+    timings: dict[str, float | None] = {}
     started = time.perf_counter()
     batch = 50_000
     with col.client.db.transaction() as conn:
@@ -100,15 +105,16 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
     with col.client.db.connect(autocommit=True) as conn:
         # the HNSW graph built in memory (~2 KB a 384-dim vector); past maintenance_work_mem
         # pgvector goes on inserting on disk, many times slower
-        conn.execute(f"SET maintenance_work_mem = '{max(3, math.ceil(n * 2e3 / 2**30))}GB'")
-        conn.execute("SET max_parallel_maintenance_workers = 1")
-        ensure_vector_index(conn, col.info.schema_name, spec, col.info.settings.halfvec)
+        if hnsw:
+            conn.execute(f"SET maintenance_work_mem = '{max(3, math.ceil(n * 2e3 / 2**30))}GB'")
+            conn.execute("SET max_parallel_maintenance_workers = 1")
+            ensure_vector_index(conn, col.info.schema_name, spec, col.info.settings.halfvec)
         conn.execute(sql.SQL("VACUUM {s}.chunks").format(s=s))
         # as an ingest does after its build (store/_statistics.py): without statistics on
         # segment_versions the vector leg read every chunk (528 vs ~6 ms p50 at 100k)
         refresh_statistics(conn, col.info, chunks_added=len(pks))
-    timings["hnsw_build_s"] = time.perf_counter() - t0
-    return {k: round(v, 1) for k, v in timings.items()}
+    timings["hnsw_build_s"] = time.perf_counter() - t0 if hnsw else None
+    return {k: None if v is None else round(v, 1) for k, v in timings.items()}
 
 
 def insert_synthetic(conn: Any, col: pgcite.Collection, start: int, size: int, vocab: list[str],
@@ -286,26 +292,28 @@ FILTERS = {"corpus A": {"corpora": ["A"]}, "cutoff 1699": {"cutoff": "1699-12-31
 
 
 def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
-                     centroids: np.ndarray) -> dict[str, Any]:
-    """Hybrid database time under filters, reading the scored chunks best first (the default)
-    against joining every scored chunk's row, interleaved as in :func:`latency`."""
+                     centroids: np.ndarray, *, mode: str = "hybrid") -> dict[str, Any]:
+    """Database time of ``mode`` under filters, reading the scored chunks best first (the
+    default) against joining every scored chunk's row, interleaved as in :func:`latency`."""
     texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(FILTERED_QUERIES)]
     vecs = synthetic_vectors(FILTERED_QUERIES, rng, centroids)
-    variants = {f"hybrid, {f}{how}": ({"mode": "hybrid", "filters": FILTERS[f]}, patches)
+    variants = {f"{mode}, {f}{how}": ({"mode": mode, "filters": FILTERS[f]}, patches)
                 for f in FILTERS
                 for how, patches in (("", ()), (", every row joined", (EVERY_ROW,)))}
     out, hits = _interleaved(col, texts, vecs, variants)
-    differ = sum(any(ids[f"hybrid, {f}"] != ids[f"hybrid, {f}, every row joined"]
+    differ = sum(any(ids[f"{mode}, {f}"] != ids[f"{mode}, {f}, every row joined"]
                      for f in FILTERS) for ids in hits)
     out["best_first_vs_every_row_differing_queries"] = differ
+    out["mode"] = mode
     return out
 
 
 def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
-            centroids: np.ndarray) -> dict[str, Any]:
+            centroids: np.ndarray, *, hnsw: bool = True) -> dict[str, Any]:
     """Database time per mode, the variants interleaved query by query (a noisy machine shifts
     them alike). "summed" is the exact keyword leg without skipping its long lists, as every
-    search was before it (retrieve/_sql.py, _SKIPPING): the same hits, compared here."""
+    search was before it (retrieve/_sql.py, _SKIPPING): the same hits, compared here. Without
+    ``hnsw`` (no vector index) the keyword variants alone."""
     texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(QUERIES)]
     vecs = synthetic_vectors(QUERIES, rng, centroids)
     plain: tuple[tuple[str, Any], ...] = ()
@@ -317,10 +325,14 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
         "keyword, term_depth=1000": ({"mode": "keyword", "term_depth": 1000}, plain),
         "hybrid, term_depth=1000": ({"mode": "hybrid", "term_depth": 1000}, plain),
     }
+    if not hnsw:
+        variants = {name: v for name, v in variants.items() if name.startswith("keyword")}
     out, hits = _interleaved(col, texts, vecs, variants)
-    differ = sum(ids["keyword"] != ids["keyword, summed"] or ids["hybrid"] != ids["hybrid, summed"]
-                 for ids in hits)
+    differ = sum(any(ids[f"{leg}"] != ids[f"{leg}, summed"] for leg in ("keyword", "hybrid")
+                     if leg in ids) for ids in hits)
     out["skipping_vs_summed_differing_queries"] = differ
+    if not hnsw:
+        return out
     # End to end with the real model embedding the (synthetic) question.
     total = []
     for text in texts[:100]:
@@ -342,6 +354,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000")
     parser.add_argument("--reuse", action="store_true",
                         help="measure latency on collections built by an earlier run")
+    parser.add_argument("--no-hnsw", action="store_true",
+                        help="build no vector index; measure the keyword leg alone")
     parser.add_argument("--results", default="scale",
                         help="folder under bench/results (another one keeps the published run)")
     args = parser.parse_args()
@@ -356,23 +370,27 @@ def main() -> None:
         for n in [int(x) for x in args.sizes.split(",")]:
             name = f"scale_{n // 1000}k"
             previous = _previous(name, args.results)
+            hnsw = not args.no_hnsw
             if args.reuse and previous is not None:
                 col, build = c.collection(name), previous["build"]
             else:
                 c.drop_collection(name, missing_ok=True)
                 col = c.create_collection(name)
                 print(f"{name}: loading {n} synthetic chunks", file=sys.stderr)
-                build = load(col, n, vocab, rng, centroids)
+                build = load(col, n, vocab, rng, centroids, hnsw=not args.no_hnsw)
                 col = c.collection(name)
             # a reused collection keeps its published write-path rows (add_documents, ...)
             results[name] = {**(previous if args.reuse and previous else {}),
                              "chunks": n, "build": build, "sizes": sizes(col),
-                             "latency": latency(col, vocab, rng, centroids),
-                             "filtered_latency": filtered_latency(col, vocab, rng, centroids)}
+                             "latency": latency(col, vocab, rng, centroids, hnsw=hnsw),
+                             "filtered_latency": filtered_latency(
+                                 col, vocab, rng, centroids,
+                                 mode="hybrid" if hnsw else "keyword")}
             if not args.reuse:
                 print(f"{name}: adding {ADD_DOCUMENTS} documents", file=sys.stderr)
                 results[name]["add_documents"] = add_documents(col, n, vocab, rng, centroids)
-                results[name]["latency_after_add"] = latency(col, vocab, rng, centroids)
+                results[name]["latency_after_add"] = latency(col, vocab, rng, centroids,
+                                                             hnsw=hnsw)
             print(json.dumps(results[name], indent=2), file=sys.stderr)
     out = RESULTS / args.results
     out.mkdir(parents=True, exist_ok=True)
@@ -386,14 +404,22 @@ def render(results: dict[str, Any]) -> str:
 
     lines = ["# Scale benchmark (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER,
              *scale_rows(results)]
+    for name, r in results.items():  # a run without a vector index: its keyword variants
+        if isinstance(r, dict) and "latency" in r and r["build"].get("hnsw_build_s") is None:
+            lat = r["latency"]
+            lines.append(f"\n{name}, no vector index (the keyword leg alone): exact "
+                         + "; ".join(f"{v} {lat[k]['p50_ms']} / {lat[k]['p95_ms']}" for k, v in (
+                             ("keyword", "default"), ("keyword, summed", "every posting summed"),
+                             ("keyword, term_depth=1000", "term_depth=1000")) if k in lat))
     for name, r in results.items():
         if isinstance(r, dict) and "filtered_latency" in r:
             f = r["filtered_latency"]
-            lines += ["", f"Filtered, {name} ({FILTERED_QUERIES} queries; hybrid database ms):", "",
-                      "| filter | best first (default) | every row joined |", "|---|---|---|"]
-            lines += [f"| {key} | {f[f'hybrid, {key}']['p50_ms']} / {f[f'hybrid, {key}']['p95_ms']}"
-                      f" | {f[f'hybrid, {key}, every row joined']['p50_ms']} /"
-                      f" {f[f'hybrid, {key}, every row joined']['p95_ms']} |" for key in FILTERS]
+            mode = f.get("mode", "hybrid")
+            lines += ["", f"Filtered, {name} ({FILTERED_QUERIES} queries; {mode} database ms):",
+                      "", "| filter | best first (default) | every row joined |", "|---|---|---|"]
+            lines += [f"| {key} | {f[f'{mode}, {key}']['p50_ms']} / {f[f'{mode}, {key}']['p95_ms']}"
+                      f" | {f[f'{mode}, {key}, every row joined']['p50_ms']} /"
+                      f" {f[f'{mode}, {key}, every row joined']['p95_ms']} |" for key in FILTERS]
             lines.append(f"\nQueries whose hits differ between the two:"
                          f" {f['best_first_vs_every_row_differing_queries']}")
     lines += ["", "Sizes (largest relations):", ""]

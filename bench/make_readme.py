@@ -108,20 +108,34 @@ def tables() -> str:
     if scale.exists():
         lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]
         lines += scale_rows(json.loads(scale.read_text()))
-    embedding = RESULTS / "embedding" / "summary.json"
-    if embedding.exists():
-        lines += embedding_rows(json.loads(embedding.read_text()))
+    lines += embedding_rows(RESULTS / "embedding")
     return "\n".join(lines)
 
 
-def embedding_rows(data: dict[str, Any]) -> list[str]:
-    """bench/embedding.py: chunks/s per backend (ingest and raw) and dense nDCG@10 per backend."""
-    lines = ["", f"### Embedding backends (MiniLM; {data['machine']})", "",
-             "| variant | chunks/s (median) |", "|---|---|"]
-    lines += [f"| {name} | {v['median']} |" for name, v in data.get("chunks_per_s", {}).items()]
-    quality = data.get("ndcg10_dense", {})
+def _newest(folder: Path, part: str) -> dict[str, Any] | None:
+    """The summary of bench/embedding.py's run of ``part`` alone (``--out embedding/PART``),
+    else of its full run in ``folder``: the newest figures of each."""
+    for path in (folder / part / "summary.json", folder / "summary.json"):
+        if path.exists():
+            data: dict[str, Any] = json.loads(path.read_text())
+            return data
+    return None
+
+
+def embedding_rows(folder: Path) -> list[str]:
+    """bench/embedding.py: chunks/s per backend (ingest and raw) and dense nDCG@10 per
+    backend, each from its newest run."""
+    lines: list[str] = []
+    speed = _newest(folder, "throughput")
+    if speed:
+        lines += ["", f"### Embedding backends (MiniLM; {speed['machine']})", "",
+                  "| variant | chunks/s (median) |", "|---|---|"]
+        lines += [f"| {name} | {v['median']} |" for name, v in speed["chunks_per_s"].items()]
+    data = _newest(folder, "quality")
+    quality = data.get("ndcg10_dense", {}) if data else {}
     if quality:
-        lines += ["", "| dense nDCG@10 | docs | queries | torch | onnx | onnx-int8 |",
+        lines += ["", f"Dense nDCG@10 ({data['machine'] if data else ''}):", "",
+                  "| data | docs | queries | torch | onnx | onnx-int8 |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {name} | {v['docs']} | {v['queries']} | {v.get('torch', '–')} | "
                   f"{v.get('onnx', '–')} | {v.get('onnx-int8', v.get('onnx int8', '–'))} |"

@@ -132,9 +132,9 @@ def embedding_rows(folder: Path) -> list[str]:
                   "| variant | chunks/s (median) |", "|---|---|"]
         lines += [f"| {name} | {v['median']} |" for name, v in speed["chunks_per_s"].items()]
     data = _newest(folder, "quality")
-    quality = data.get("ndcg10_dense", {}) if data else {}
-    if quality:
-        lines += ["", f"Dense nDCG@10 ({data['machine'] if data else ''}):", "",
+    if data and data.get("ndcg10_dense"):
+        quality = data["ndcg10_dense"]
+        lines += ["", f"Dense nDCG@10 ({data['machine']}):", "",
                   "| data | docs | queries | torch | onnx | onnx-int8 |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {name} | {v['docs']} | {v['queries']} | {v.get('torch', '–')} | "

@@ -328,7 +328,7 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     if not hnsw:
         variants = {name: v for name, v in variants.items() if name.startswith("keyword")}
     out, hits = _interleaved(col, texts, vecs, variants)
-    differ = sum(any(ids[f"{leg}"] != ids[f"{leg}, summed"] for leg in ("keyword", "hybrid")
+    differ = sum(any(ids[leg] != ids[f"{leg}, summed"] for leg in ("keyword", "hybrid")
                      if leg in ids) for ids in hits)
     out["skipping_vs_summed_differing_queries"] = differ
     if not hnsw:
@@ -366,18 +366,18 @@ def main() -> None:
     published = RESULTS / args.results / "summary.json"
     results: dict[str, Any] = json.loads(published.read_text()) if published.exists() else {}
     results.update({"dim": DIM, "words_per_chunk": WORDS_PER_CHUNK, "queries": QUERIES})
+    hnsw = not args.no_hnsw
     with client() as c:
         for n in [int(x) for x in args.sizes.split(",")]:
             name = f"scale_{n // 1000}k"
             previous = _previous(name, args.results)
-            hnsw = not args.no_hnsw
             if args.reuse and previous is not None:
                 col, build = c.collection(name), previous["build"]
             else:
                 c.drop_collection(name, missing_ok=True)
                 col = c.create_collection(name)
                 print(f"{name}: loading {n} synthetic chunks", file=sys.stderr)
-                build = load(col, n, vocab, rng, centroids, hnsw=not args.no_hnsw)
+                build = load(col, n, vocab, rng, centroids, hnsw=hnsw)
                 col = c.collection(name)
             # a reused collection keeps its published write-path rows (add_documents, ...)
             results[name] = {**(previous if args.reuse and previous else {}),

@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default_factory=_default_data_dir, description="Embedded server and caches live here"
     )
+    # The embedded server's shared buffers, its page cache (PostgreSQL's units: 512MB, 2GB):
+    # unset = a quarter of this machine's memory (a container's limit where less), within
+    # 128MB and 8GB (pgcite/store/_server.py). Applied when pgcite starts the server; one that
+    # runs already keeps its own until it restarts. A server by URL keeps its own settings.
+    embedded_shared_buffers: str | None = Field(
+        default=None, pattern=r"^[1-9][0-9]*(kB|MB|GB|TB)$",
+        description="shared_buffers of the embedded server; unset = a quarter of the memory")
     # Models derived on this machine (ONNX exports), keyed by their weights' hash: a cache that
     # every data dir on the machine shares (a file is written whole, then renamed, so
     # concurrent exports of the same model are safe), not one export per data dir.

@@ -34,7 +34,7 @@ def standby_command(
                    hint="make replicas of that server with its own tools (docs/scale-out.md)",
                    code=2)
     with user_errors():
-        standby = start_standby(current.data_dir, port)
+        standby = start_standby(current.data_dir, port, current.embedded_shared_buffers)
     if json_out:
         emit_json({"url": standby.url, "port": port, "dataDir": str(standby.pgdata),
                    "pid": standby.pid})

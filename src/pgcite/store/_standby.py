@@ -52,12 +52,13 @@ def standby_dir(data_dir: Path, port: int) -> Path:
     return data_dir.expanduser().resolve() / f"standby-{port}"
 
 
-def start_standby(data_dir: Path, port: int) -> Standby:
+def start_standby(data_dir: Path, port: int, shared_buffers: str | None = None) -> Standby:
     """Start (creating it first if needed) the standby of ``data_dir``'s embedded server on
-    ``port``. Joins the primary (starting it if needed): this process holds it up."""
+    ``port``. Joins the primary (starting it if needed, with ``shared_buffers``): this process
+    holds it up. The standby copies the primary's settings with its data directory."""
     if not 1 <= port <= 65535:
         raise DatabaseError(f"port {port} is not between 1 and 65535")
-    primary = embedded_server(data_dir)
+    primary = embedded_server(data_dir, shared_buffers)
     pgdata = standby_dir(data_dir, port)
     if len(str(pgdata)) + len(f"/.s.PGSQL.{port}") > _SUN_PATH:
         raise DatabaseError(f"the standby's socket path under {pgdata} is too long for a Unix "

@@ -260,13 +260,27 @@ def _search(col: pgcite.Collection, text: str, vec: np.ndarray, opts: dict[str, 
                           options={"term_depth": opts.get("term_depth")})
 
 
-def _interleaved(col: pgcite.Collection, texts: list[str], vecs: np.ndarray,
-                 variants: dict[str, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]],
+Variants = dict[str, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
+
+
+def summary(ms: list[float]) -> dict[str, float]:
+    return {"p50_ms": pct(ms, 0.5), "p95_ms": pct(ms, 0.95),
+            "mean_ms": round(statistics.mean(ms), 2)}
+
+
+def _interleaved(col: pgcite.Collection, texts: list[str], vecs: np.ndarray, variants: Variants,
                  ) -> tuple[dict[str, Any], list[dict[str, list[str]]]]:
-    """Database time of each variant (its search options, its patches), and each query's hit
-    ids per variant. Every variant runs once untimed first: this machine keeps little in its
-    page cache, so whichever came first would read the query's pages from disk for the others;
-    then timed, in an order rotated query by query."""
+    """:func:`timed`, summarised per variant."""
+    db_ms, hits = timed(col, texts, vecs, variants)
+    return {name: summary(ms) for name, ms in db_ms.items()}, hits
+
+
+def timed(col: pgcite.Collection, texts: list[str], vecs: np.ndarray, variants: Variants,
+          ) -> tuple[dict[str, list[float]], list[dict[str, list[str]]]]:
+    """Database time of each variant (its search options, its patches) on each query, and each
+    query's hit ids per variant. Every variant runs once untimed first: this machine keeps little
+    in its page cache, so whichever came first would read the query's pages from disk for the
+    others; then timed, in an order rotated query by query."""
     names = list(variants)
     db_ms: dict[str, list[float]] = {name: [] for name in names}
     hits: list[dict[str, list[str]]] = []
@@ -280,9 +294,7 @@ def _interleaved(col: pgcite.Collection, texts: list[str], vecs: np.ndarray,
                     db_ms[name].append(result.timings_ms["database"])
                     ids[name] = [h.id for h in result.hits]
         hits.append(ids)
-    return ({name: {"p50_ms": pct(ms, 0.5), "p95_ms": pct(ms, 0.95),
-                    "mean_ms": round(statistics.mean(ms), 2)} for name, ms in db_ms.items()},
-            hits)
+    return db_ms, hits
 
 
 FILTERED_QUERIES = 60

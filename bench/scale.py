@@ -16,11 +16,16 @@ must be the same, scores identical (max difference reported).
     python bench/scale.py --sizes 100000            # ~10 min on 2 cores
     python bench/scale.py --sizes 100000,1000000    # the 1M build takes far longer
     python bench/scale.py --sizes 1000000 --results scale_segments   # other sizes' rows kept
-    python bench/scale.py --sizes 10000000 --no-hnsw --results scale_segments
+    python bench/scale.py --sizes 10000000 --no-hnsw --no-baselines --results scale_segments
 
 --no-hnsw builds no vector index and measures the keyword leg alone (its filters too): for a size
-whose HNSW graph (~2 KB a vector, built in memory) does not fit this machine's RAM. The chunks
-keep their 384-dim vectors, so their table has its real size.
+whose HNSW graph (~2 KB a vector, built in memory) does not fit this machine's RAM. Nothing then
+reads the vectors, so each chunk holds a one-dimensional placeholder: with its 384 dimensions a
+10M-chunk table is 27 GB, more than this machine's RAM, and the filtered and completed searches,
+which read chunk rows, waited on the disk for seconds. --no-baselines leaves out the variants
+that only restate what smaller sizes measure and take a size's whole build time again (a
+filtered leg joining every scored chunk's row, the added documents' snapshot rebuilt from
+scratch).
 """
 
 from __future__ import annotations
@@ -81,7 +86,8 @@ def synthetic_vectors(n: int, rng: np.random.Generator, centroids: np.ndarray) -
 
 def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Generator,
          centroids: np.ndarray, *, hnsw: bool = True) -> dict[str, float | None]:
-    """COPY versions and chunks in batches, then build the snapshot and the HNSW index."""
+    """COPY versions and chunks in batches, then build the snapshot and, with ``hnsw``, the
+    HNSW index (without it the chunks hold placeholder vectors: see the module's doc)."""
     s = col.info.schema_id
     spec = col.info.embedder
     timings: dict[str, float | None] = {}
@@ -92,13 +98,15 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
             s=s, i=sql.Identifier(_hnsw_name(conn, col))))
         for start in range(0, n, batch):
             size = min(batch, n - start)
-            insert_synthetic(conn, col, start, size, vocab, rng, centroids)
+            insert_synthetic(conn, col, start, size, vocab, rng, centroids, vectors=hnsw)
             print(f"  loaded {start + size}/{n}", file=sys.stderr)
         timings["load_s"] = time.perf_counter() - started
         t0 = time.perf_counter()
         rows = conn.execute(sql.SQL("SELECT array_agg(version_pk) FROM {s}.versions").format(s=s))
         pks = rows.fetchone()[0]  # type: ignore[index]
-        snap = build_snapshot(conn, col.info, pks, spec=spec, note="synthetic scale benchmark")
+        with placeholders_allowed(hnsw):
+            snap = build_snapshot(conn, col.info, pks, spec=spec,
+                                  note="synthetic scale benchmark")
         activate_snapshot(conn, col.info, snap)
         timings["snapshot_bm25_build_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -117,13 +125,27 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
     return {k: None if v is None else round(v, 1) for k, v in timings.items()}
 
 
+PLACEHOLDER = np.ones(1, dtype=np.float32)
+
+
+def placeholders_allowed(vectors: bool) -> contextlib.AbstractContextManager[Any]:
+    """Without ``vectors``, a snapshot build that accepts the placeholders: it refuses vectors
+    of another dimension than the model's, since a vector search would then fail, and no vector
+    search runs on such a collection here."""
+    if vectors:
+        return contextlib.nullcontext()
+    return mock.patch("pgcite.store._snapshots._check_single_model")
+
+
 def insert_synthetic(conn: Any, col: pgcite.Collection, start: int, size: int, vocab: list[str],
-                     rng: np.random.Generator, centroids: np.ndarray) -> list[int]:
-    """Versions doc-START.. of one chunk each; returns their version_pks."""
+                     rng: np.random.Generator, centroids: np.ndarray, *,
+                     vectors: bool = True) -> list[int]:
+    """Versions doc-START.. of one chunk each; returns their version_pks. Without ``vectors``
+    each chunk's embedding is PLACEHOLDER (for a collection no vector search reads)."""
     s = col.info.schema_id
     spec = col.info.embedder
     texts = synthetic_texts(size, vocab, rng)
-    vecs = synthetic_vectors(size, rng, centroids)
+    vecs = synthetic_vectors(size, rng, centroids) if vectors else [PLACEHOLDER] * size
     years = rng.integers(1600, 2000, size=size)
     with conn.cursor() as cur:
         cur.execute(sql.SQL(
@@ -154,9 +176,10 @@ def table_bytes(col: pgcite.Collection) -> dict[str, int]:
 
 
 def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Generator,
-                  centroids: np.ndarray) -> dict[str, Any]:
-    """ADD_DOCUMENTS new documents as a new snapshot, timed; the same snapshot from scratch
-    beside it; both compared on random queries."""
+                  centroids: np.ndarray, *, vectors: bool = True,
+                  baseline: bool = True) -> dict[str, Any]:
+    """ADD_DOCUMENTS new documents as a new snapshot, timed; with ``baseline`` the same snapshot
+    from scratch beside it, both compared on random queries."""
     s = col.info.schema_id
     spec = col.info.embedder
     before = table_bytes(col)
@@ -165,13 +188,22 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
         live = [r[0] for r in conn.execute(sql.SQL(
             "SELECT m.version_pk FROM {s}.snapshot_members m JOIN {s}.active a USING"
             " (snapshot_id)").format(s=s))]
-        added = insert_synthetic(conn, col, n, ADD_DOCUMENTS, vocab, rng, centroids)
+        added = insert_synthetic(conn, col, n, ADD_DOCUMENTS, vocab, rng, centroids,
+                                 vectors=vectors)
         t0 = time.perf_counter()
-        snap = build_snapshot(conn, col.info, live + added, spec=spec, note="add 100 documents")
+        with placeholders_allowed(vectors):
+            snap = build_snapshot(conn, col.info, live + added, spec=spec,
+                                  note="add 100 documents")
         activate_snapshot(conn, col.info, snap)
         build_s = time.perf_counter() - t0
     total_s = time.perf_counter() - started
     after = table_bytes(col)
+    added_row = {"documents": ADD_DOCUMENTS, "snapshot_build_s": round(build_s, 2),
+                 "insert_and_build_s": round(total_s, 2),
+                 "index_growth_bytes": {t: after[t] - before[t] for t in INDEX_TABLES},
+                 "index_bytes_before": before}
+    if not baseline:
+        return added_row
     # The same members from scratch: one new segment over every version.
     t0 = time.perf_counter()
     with col.client.db.transaction() as conn:
@@ -201,10 +233,7 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
         conn.execute(sql.SQL(
             "DELETE FROM {s}.segments g WHERE NOT EXISTS (SELECT 1 FROM {s}.snapshot_segments"
             " ss WHERE ss.segment_id = g.segment_id)").format(s=s))
-    return {"documents": ADD_DOCUMENTS, "snapshot_build_s": round(build_s, 2),
-            "insert_and_build_s": round(total_s, 2), "from_scratch_build_s": round(full_s, 2),
-            "index_growth_bytes": {t: after[t] - before[t] for t in INDEX_TABLES},
-            "index_bytes_before": before,
+    return {**added_row, "from_scratch_build_s": round(full_s, 2),
             "queries_compared": len(queries), "same_top10": same_top,
             "max_score_difference": worst}
 
@@ -304,18 +333,21 @@ FILTERS = {"corpus A": {"corpora": ["A"]}, "cutoff 1699": {"cutoff": "1699-12-31
 
 
 def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
-                     centroids: np.ndarray, *, mode: str = "hybrid") -> dict[str, Any]:
+                     centroids: np.ndarray, *, mode: str = "hybrid",
+                     baseline: bool = True) -> dict[str, Any]:
     """Database time of ``mode`` under filters, reading the scored chunks best first (the
-    default) against joining every scored chunk's row, interleaved as in :func:`latency`."""
+    default) against (with ``baseline``) joining every scored chunk's row, interleaved as in
+    :func:`latency`."""
     texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(FILTERED_QUERIES)]
     vecs = synthetic_vectors(FILTERED_QUERIES, rng, centroids)
+    kinds = (("", ()), (", every row joined", (EVERY_ROW,))) if baseline else (("", ()),)
     variants = {f"{mode}, {f}{how}": ({"mode": mode, "filters": FILTERS[f]}, patches)
-                for f in FILTERS
-                for how, patches in (("", ()), (", every row joined", (EVERY_ROW,)))}
+                for f in FILTERS for how, patches in kinds}
     out, hits = _interleaved(col, texts, vecs, variants)
-    differ = sum(any(ids[f"{mode}, {f}"] != ids[f"{mode}, {f}, every row joined"]
-                     for f in FILTERS) for ids in hits)
-    out["best_first_vs_every_row_differing_queries"] = differ
+    if baseline:
+        out["best_first_vs_every_row_differing_queries"] = sum(
+            any(ids[f"{mode}, {f}"] != ids[f"{mode}, {f}, every row joined"] for f in FILTERS)
+            for ids in hits)
     out["mode"] = mode
     return out
 
@@ -367,7 +399,9 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="measure latency on collections built by an earlier run")
     parser.add_argument("--no-hnsw", action="store_true",
-                        help="build no vector index; measure the keyword leg alone")
+                        help="build no vector index (placeholder vectors); the keyword leg alone")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="leave out every-row-joined filtering and the from-scratch rebuild")
     parser.add_argument("--results", default="scale",
                         help="folder under bench/results (another one keeps the published run)")
     args = parser.parse_args()
@@ -390,17 +424,19 @@ def main() -> None:
                 col = c.create_collection(name)
                 print(f"{name}: loading {n} synthetic chunks", file=sys.stderr)
                 build = load(col, n, vocab, rng, centroids, hnsw=hnsw)
+                print(f"{name}: built {build}", file=sys.stderr)
                 col = c.collection(name)
             # a reused collection keeps its published write-path rows (add_documents, ...)
             results[name] = {**(previous if args.reuse and previous else {}),
                              "chunks": n, "build": build, "sizes": sizes(col),
                              "latency": latency(col, vocab, rng, centroids, hnsw=hnsw),
                              "filtered_latency": filtered_latency(
-                                 col, vocab, rng, centroids,
-                                 mode="hybrid" if hnsw else "keyword")}
+                                 col, vocab, rng, centroids, mode="hybrid" if hnsw else "keyword",
+                                 baseline=not args.no_baselines)}
             if not args.reuse:
                 print(f"{name}: adding {ADD_DOCUMENTS} documents", file=sys.stderr)
-                results[name]["add_documents"] = add_documents(col, n, vocab, rng, centroids)
+                results[name]["add_documents"] = add_documents(
+                    col, n, vocab, rng, centroids, vectors=hnsw, baseline=not args.no_baselines)
                 results[name]["latency_after_add"] = latency(col, vocab, rng, centroids,
                                                              hnsw=hnsw)
             print(json.dumps(results[name], indent=2), file=sys.stderr)
@@ -409,6 +445,10 @@ def main() -> None:
     (out / "summary.json").write_text(json.dumps(results, indent=2))
     (out / "report.md").write_text(render(results))
     print(f"wrote {out}/summary.json and report.md", file=sys.stderr)
+
+
+def _p50_p95(m: dict[str, float] | None) -> str:
+    return "–" if m is None else f"{m['p50_ms']} / {m['p95_ms']}"
 
 
 def render(results: dict[str, Any]) -> str:
@@ -429,11 +469,12 @@ def render(results: dict[str, Any]) -> str:
             mode = f.get("mode", "hybrid")
             lines += ["", f"Filtered, {name} ({FILTERED_QUERIES} queries; {mode} database ms):",
                       "", "| filter | best first (default) | every row joined |", "|---|---|---|"]
-            lines += [f"| {key} | {f[f'{mode}, {key}']['p50_ms']} / {f[f'{mode}, {key}']['p95_ms']}"
-                      f" | {f[f'{mode}, {key}, every row joined']['p50_ms']} /"
-                      f" {f[f'{mode}, {key}, every row joined']['p95_ms']} |" for key in FILTERS]
-            lines.append(f"\nQueries whose hits differ between the two:"
-                         f" {f['best_first_vs_every_row_differing_queries']}")
+            lines += [f"| {key} | {_p50_p95(f.get(f'{mode}, {key}'))}"
+                      f" | {_p50_p95(f.get(f'{mode}, {key}, every row joined'))} |"
+                      for key in FILTERS]
+            if "best_first_vs_every_row_differing_queries" in f:
+                lines.append(f"\nQueries whose hits differ between the two:"
+                             f" {f['best_first_vs_every_row_differing_queries']}")
     lines += ["", "Sizes (largest relations):", ""]
     for name, r in results.items():
         if isinstance(r, dict) and "sizes" in r:
@@ -443,13 +484,15 @@ def render(results: dict[str, Any]) -> str:
             a = r["add_documents"]
             growth = a["index_growth_bytes"]
             segment_kb = sum(v for k, v in growth.items() if k != "snapshot_members") / 1024
+            scratch = (f" vs {a['from_scratch_build_s']} s from scratch"
+                       if "from_scratch_build_s" in a else "")
+            compared = (f"; same keyword top-10 on {a['same_top10']}/{a['queries_compared']}"
+                        f" queries, max score difference {a['max_score_difference']:.2g}"
+                        if "same_top10" in a else "")
             lines += ["", f"- {name}: adding {a['documents']} documents: snapshot built in"
                       f" {a['snapshot_build_s']} s ({a['insert_and_build_s']} s with the"
-                      f" insert) vs {a['from_scratch_build_s']} s from scratch; keyword index"
-                      f" +{segment_kb:.0f} kB, snapshot_members"
-                      f" +{growth['snapshot_members'] / 1024:.0f} kB; same keyword top-10 on"
-                      f" {a['same_top10']}/{a['queries_compared']} queries, max score difference"
-                      f" {a['max_score_difference']:.2g}"]
+                      f" insert){scratch}; keyword index +{segment_kb:.0f} kB, snapshot_members"
+                      f" +{growth['snapshot_members'] / 1024:.0f} kB{compared}"]
     return "\n".join(lines) + "\n"
 
 

@@ -42,8 +42,9 @@ SCALE_HEADER = ["| chunks | keyword | vector | hybrid | hybrid, every posting su
                 "|---|---|---|---|---|---|---|---|"]
 
 
-def _p50_p95(latency: dict[str, Any], mode: str) -> str:
-    """p50 / p95 of a mode; – for a run made before the mode was measured."""
+def p50_p95(latency: dict[str, Any], mode: str) -> str:
+    """p50 / p95 of a mode; – for a run that did not measure it (made before it was, or
+    without it: bench/scale.py --no-baselines)."""
     if mode not in latency:
         return "–"
     return f"{latency[mode]['p50_ms']} / {latency[mode]['p95_ms']}"
@@ -57,7 +58,7 @@ def scale_rows(data: dict[str, Any]) -> list[str]:
         lat, build = r["latency"], r["build"]
         modes = ("keyword", "vector", "hybrid", "hybrid, summed", "hybrid, term_depth=1000",
                  "hybrid_end_to_end_with_embedding")
-        rows.append(f"| {r['chunks']:,} | " + " | ".join(_p50_p95(lat, m) for m in modes)
+        rows.append(f"| {r['chunks']:,} | " + " | ".join(p50_p95(lat, m) for m in modes)
                     + f" | {build['load_s']} / {build['snapshot_bm25_build_s']}"
                     f" / {build['hnsw_build_s'] or '– (no vector index)'} |")
     return rows

@@ -78,6 +78,11 @@ def synthetic_texts(n: int, vocab: list[str], rng: np.random.Generator) -> list[
     return [" ".join(row) for row in arr[ranks]]
 
 
+def random_queries(vocab: list[str], rng: np.random.Generator, n: int) -> list[str]:
+    """``n`` benchmark queries: six words each, drawn from the 5,000 commonest of ``vocab``."""
+    return [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(n)]
+
+
 def synthetic_vectors(n: int, rng: np.random.Generator, centroids: np.ndarray) -> np.ndarray:
     which = rng.integers(0, len(centroids), size=n)
     vecs = centroids[which] + rng.normal(0, 0.35, size=(n, DIM)).astype(np.float32)
@@ -220,7 +225,7 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
         conn.execute(sql.SQL("ANALYZE {s}.snapshot_segments").format(s=s))
     worst = 0.0
     same_top = 0
-    queries = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(50)]
+    queries = random_queries(vocab, rng, 50)
     for text in queries:
         a = col.search(text, top_k=10, mode="keyword", snapshot_id=snap, snippets=False).hits
         b = col.search(text, top_k=10, mode="keyword", snapshot_id=full, snippets=False).hits
@@ -338,7 +343,7 @@ def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Ge
     """Database time of ``mode`` under filters, reading the scored chunks best first (the
     default) against (with ``baseline``) joining every scored chunk's row, interleaved as in
     :func:`latency`."""
-    texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(FILTERED_QUERIES)]
+    texts = random_queries(vocab, rng, FILTERED_QUERIES)
     vecs = synthetic_vectors(FILTERED_QUERIES, rng, centroids)
     kinds = (("", ()), (", every row joined", (EVERY_ROW,))) if baseline else (("", ()),)
     variants = {f"{mode}, {f}{how}": ({"mode": mode, "filters": FILTERS[f]}, patches)
@@ -358,7 +363,7 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     them alike). "summed" is the exact keyword leg without skipping its long lists, as every
     search was before it (retrieve/_sql.py, _SKIPPING): the same hits, compared here. Without
     ``hnsw`` (no vector index) the keyword variants alone."""
-    texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(QUERIES)]
+    texts = random_queries(vocab, rng, QUERIES)
     vecs = synthetic_vectors(QUERIES, rng, centroids)
     plain: tuple[tuple[str, Any], ...] = ()
     variants = {
@@ -447,12 +452,8 @@ def main() -> None:
     print(f"wrote {out}/summary.json and report.md", file=sys.stderr)
 
 
-def _p50_p95(m: dict[str, float] | None) -> str:
-    return "–" if m is None else f"{m['p50_ms']} / {m['p95_ms']}"
-
-
 def render(results: dict[str, Any]) -> str:
-    from make_readme import SCALE_HEADER, scale_rows
+    from make_readme import SCALE_HEADER, p50_p95, scale_rows
 
     lines = ["# Scale benchmark (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER,
              *scale_rows(results)]
@@ -469,8 +470,8 @@ def render(results: dict[str, Any]) -> str:
             mode = f.get("mode", "hybrid")
             lines += ["", f"Filtered, {name} ({FILTERED_QUERIES} queries; {mode} database ms):",
                       "", "| filter | best first (default) | every row joined |", "|---|---|---|"]
-            lines += [f"| {key} | {_p50_p95(f.get(f'{mode}, {key}'))}"
-                      f" | {_p50_p95(f.get(f'{mode}, {key}, every row joined'))} |"
+            lines += [f"| {key} | {p50_p95(f, f'{mode}, {key}')}"
+                      f" | {p50_p95(f, f'{mode}, {key}, every row joined')} |"
                       for key in FILTERS]
             if "best_first_vs_every_row_differing_queries" in f:
                 lines.append(f"\nQueries whose hits differ between the two:"

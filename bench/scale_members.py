@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from _common import RESULTS, client
 from psycopg import sql
-from scale import SEED, insert_synthetic, synthetic_vectors, vocabulary
+from scale import SEED, insert_synthetic, random_queries, synthetic_vectors, vocabulary
 
 import pgcite
 from pgcite.store._snapshots import activate_snapshot, build_snapshot
@@ -107,8 +107,7 @@ def filter_latency(col: pgcite.Collection, vocab: list[str],
                                  " WHERE snapshot_id = %s").format(s=s), (sid,)).fetchone()
             member_times.append(time.perf_counter() - t0)
     kw = []
-    for _ in range(20):
-        text = " ".join(rng.choice(vocab[:5000], size=6))
+    for text in random_queries(vocab, rng, 20):
         t0 = time.perf_counter()
         col.search(text, top_k=10, mode="keyword", snippets=False)
         kw.append(time.perf_counter() - t0)

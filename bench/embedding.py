@@ -14,7 +14,8 @@ Sections, every variant interleaved round by round (the machine is shared: media
 - raw: the embedder alone on the same chunk texts in batches of 32 (torch in document order;
   torch given all texts at once, which sentence-transformers sorts by length; onnx and int8
   now, and batched as before).
-- query latency: one query at a time (quiet), and 16 threads calling at once (per-call latency).
+- query latency: one query at a time, back to back and 20 ms apart (quiet), and 16 threads
+  calling at once (per-call latency); with a variant not kept, a lone query on every core.
 - quality: dense-leg nDCG@10 (exact cosine, numpy; int8 also batched as before) on a SciFact subset (the first
   ``--quality-queries`` train queries, their relevant abstracts plus as many distractors), on
   XQuAD en (whole corpus and queries) and with ``--scifact-full`` on all 5,183 SciFact abstracts
@@ -114,12 +115,20 @@ def _pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-def _latencies(embed: Callable[[str], Any], queries: Sequence[str], threads: int) -> list[float]:
+# Between the queries of a quiet run: on a quiet machine a query arrives at idle cores, and one
+# right after another finds the last one's weights in cache and its core awake (fp32 MiniLM
+# 6.5 ms back to back against 7.6-8.6 ms 20 ms apart on one core, int8 1.8 against 4.0).
+QUIET_GAP_S = 0.02
+
+
+def _latencies(embed: Callable[[str], Any], queries: Sequence[str], threads: int,
+               gap_s: float = 0.0) -> list[float]:
     out: list[float] = []
     lock = threading.Lock()
 
     def work(part: Sequence[str]) -> None:
         for query in part:
+            time.sleep(gap_s)
             started = time.perf_counter()
             embed(query)
             with lock:
@@ -365,15 +374,60 @@ class _Pending:
 
 
 
+class LoneQuery:
+    """A variant measured against one run per call on one core (OnnxEmbedder.embed_query, the
+    default) and not kept: a query that finds no other query running runs on an all-core
+    session whose threads spin between kernels (and stop spinning when the run ends; left on,
+    they spun ~30 ms of a core after every run). Back to back it takes about half the time on
+    2 cores; with the machine idle between queries it was slower than one core, and in a
+    loaded HTTP server it cost throughput (docs/ingest.md, "Backends")."""
+
+    def __init__(self, embedder: OnnxEmbedder) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = os.cpu_count() or 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        options.add_session_config_entry("session.force_spinning_stop", "1")
+        self._embedder = embedder
+        self._solo = onnxruntime.InferenceSession(str(embedder._path), options,
+                                                  providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+        self._running = 0
+
+    def embed(self, text: str) -> Vectors:
+        ids = self._embedder._tokenizer.encode(self._embedder.spec.query_prefix + text).ids
+        with self._lock:
+            alone = self._running == 0
+            self._running += 1
+        try:
+            if not alone:
+                return self._embedder._run_one(ids)
+            feed = np.asarray([ids], dtype=np.int64)
+            out: Vectors = self._solo.run(
+                None, {"input_ids": feed, "attention_mask": np.ones_like(feed)})[0]
+            row: Vectors = out[0]
+            return row
+        finally:
+            with self._lock:
+                self._running -= 1
+
+
 def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dict[str, Any]:
     rows = [json.loads(line)["text"] for line in (DATA / "scifact" / "queries.jsonl").open()]
     queries = rows[:n]
     onnx = embedders["onnx"]
     assert isinstance(onnx, OnnxEmbedder)
+    int8 = embedders["onnx-int8"]
+    assert isinstance(int8, OnnxEmbedder)
     variants: dict[str, Callable[[str], Any]] = {
         "torch": embedders["torch"].embed_query,
         "onnx, one run per call (default)": onnx.embed_query,
-        "onnx-int8, one run per call": embedders["onnx-int8"].embed_query,
+        "onnx, a lone query on every core (not kept)": LoneQuery(onnx).embed,
+        "onnx-int8, one run per call": int8.embed_query,
+        "onnx-int8, a lone query on every core (not kept)": LoneQuery(int8).embed,
         "onnx micro-batched, one lane (before)": QueryBatcher(
             lambda texts: onnx._run(onnx._session, texts), lanes=1).embed,
         "onnx micro-batched, a lane per core": QueryBatcher(
@@ -382,7 +436,9 @@ def _latency_section(embedders: dict[str, Embedder], n: int, rounds: int) -> dic
     lat: dict[str, list[float]] = {}
     for _ in range(rounds):
         for name, embed in variants.items():
-            lat.setdefault(f"{name} quiet", []).extend(_latencies(embed, queries, 1))
+            lat.setdefault(f"{name} back to back", []).extend(_latencies(embed, queries, 1))
+            lat.setdefault(f"{name} quiet", []).extend(
+                _latencies(embed, queries, 1, QUIET_GAP_S))
             lat.setdefault(f"{name} 16 callers", []).extend(_latencies(embed, queries * 2, 16))
     return {k: {"p50": round(_pct(v, 50), 1), "p95": round(_pct(v, 95), 1), "n": len(v)}
             for k, v in lat.items()}

@@ -21,6 +21,7 @@ import numpy as np
 from _common import RESULTS, client
 from psycopg import sql
 from scale import SEED, insert_synthetic, random_queries, synthetic_vectors, vocabulary
+from scale import centroids as scale_centroids
 
 import pgcite
 from pgcite.store._snapshots import activate_snapshot, build_snapshot
@@ -125,7 +126,7 @@ def main() -> None:
     args = parser.parse_args()
     vocab = vocabulary()
     rng = np.random.default_rng(SEED + 7)
-    centroids = np.random.default_rng(SEED).normal(size=(2000, 384)).astype(np.float32)
+    centroids = scale_centroids()
     with client() as c:
         t0 = time.perf_counter()
         col = ensure(c, f"members_{args.chunks // 1000}k", args.chunks, vocab, centroids)

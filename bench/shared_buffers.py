@@ -41,9 +41,8 @@ def queries(n: int) -> tuple[list[str], np.ndarray]:
     """bench/scale.py's kind of query: six words of its 5,000 commonest, a clustered vector."""
     rng = np.random.default_rng(scale.SEED + 1)
     vocab = scale.vocabulary()
-    centroids = np.random.default_rng(scale.SEED).normal(size=(2000, scale.DIM))
     texts = scale.random_queries(vocab, rng, n)
-    return texts, scale.synthetic_vectors(n, rng, centroids.astype(np.float32))
+    return texts, scale.synthetic_vectors(n, rng, scale.centroids())
 
 
 def one_round(n: int) -> dict[str, Any]:

@@ -430,7 +430,12 @@ def main() -> None:
         for n in [int(x) for x in args.sizes.split(",")]:
             name = f"scale_{n // 1000}k"
             previous = _previous(name, args.results)
-            if args.reuse and previous is not None:
+            if args.reuse:
+                # never a rebuild: with no earlier run recorded in this folder, the collection
+                # would be dropped and built again (minutes to hours, and another run's data)
+                if previous is None:
+                    raise SystemExit(f"--reuse: bench/results/{args.results} records no {name}; "
+                                     "name the folder of the run that built it")
                 col, build = c.collection(name), previous["build"]
             else:
                 c.drop_collection(name, missing_ok=True)

@@ -28,14 +28,15 @@ import pgcite
 from pgcite.store._server import SETTINGS_FILE
 
 SETTINGS = ("4MB", "64MB")
-# collection:mode:filter (a key of scale.FILTERS' short names below, or none)
+# collection:mode:filter, the filter one of FILTERS' names
 CASES = ("scale_1000k:hybrid:cutoff", "scale_10000k:keyword:none")
 FILTERS: dict[str, dict[str, Any] | None] = {
     "none": None, "cutoff": scale.FILTERS["cutoff 1699"], "corpus": scale.FILTERS["corpus A"]}
 
 
-def _reload(c: pgcite.Client, conf: Path, base: str, work_mem: str) -> None:
-    conf.write_text(f"{base}work_mem = '{work_mem}'\n")
+def _reload(c: pgcite.Client, conf: Path, text: str) -> None:
+    """pgcite.conf as ``text``, and the server told to read it again."""
+    conf.write_text(text)
     with c.db.connect(autocommit=True) as conn:
         conn.execute("SELECT pg_reload_conf()")
     time.sleep(0.15)  # the backends read the file when the signal reaches them
@@ -53,7 +54,7 @@ def run_case(c: pgcite.Client, conf: Path, base: str, case: str, n: int) -> dict
         ids: dict[str, list[str]] = {}
         for timed in (False, True):
             for setting in SETTINGS[::1 if i % 2 == 0 else -1]:
-                _reload(c, conf, base, setting)
+                _reload(c, conf, f"{base}work_mem = '{setting}'\n")
                 result = col.search(text, top_k=5, query_vector=vec, snippets=False, mode=mode,
                                     filters=FILTERS[where])
                 if timed:
@@ -80,9 +81,7 @@ def main() -> None:
                 print(f"{case}: {args.queries} queries", file=sys.stderr)
                 results["cases"][case] = run_case(c, conf, base, case, args.queries)
         finally:
-            conf.write_text(base)
-            with c.db.connect(autocommit=True) as conn:
-                conn.execute("SELECT pg_reload_conf()")
+            _reload(c, conf, base)
     out = RESULTS / "work_mem"
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(results, indent=2))

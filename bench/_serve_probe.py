@@ -39,7 +39,8 @@ async def _timed_run_sync(func: Callable[..., Any], *args: Any, **kwargs: Any) -
     return await _run_sync(timed, *args, **kwargs)
 
 
-anyio.to_thread.run_sync = _timed_run_sync  # starlette calls it by attribute: this one is used
+# starlette calls it by attribute: this one is used
+anyio.to_thread.run_sync = _timed_run_sync  # type: ignore[assignment]
 
 
 def _summary(waits: list[float]) -> dict[str, float]:

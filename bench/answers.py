@@ -155,7 +155,7 @@ def run_dataset(col: pgcite.Collection, queries: list[GoldenQuery],
                             snapshot_id=snap.snapshot_id)
         retrieval.append((time.perf_counter() - started) * 1000)
 
-        def search(text: str, *, top_k: int, mode: str, filters: Any, stages: Any,
+        def search(query: str, *, top_k: int, mode: str, filters: Any, stages: Any,
                    result: SearchResult = result) -> SearchResult:
             return result
 

@@ -75,21 +75,27 @@ def phase(base: str, token: str, args: argparse.Namespace, endpoint: str) -> dic
 
 
 def median_of(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    def med(get: Any) -> float:
-        return round(statistics.median(get(r) for r in rounds), 2)
+    def med(*path: str) -> float:
+        """The median over the rounds of the figure at ``path`` (keys, outermost first)."""
+        def figure(r: dict[str, Any]) -> float:
+            value: Any = r
+            for key in path:
+                value = value[key]
+            return float(value)
+        return round(statistics.median(figure(r) for r in rounds), 2)
 
     out: dict[str, Any] = {
         "requests": sum(r["requests"] for r in rounds), "errors": sum(r["errors"] for r in rounds),
-        "throughput_rps": med(lambda r: r["throughput_rps"]),
-        "p50_ms": med(lambda r: r["p50_ms"]), "p95_ms": med(lambda r: r["p95_ms"]),
+        "throughput_rps": med("throughput_rps"),
+        "p50_ms": med("p50_ms"), "p95_ms": med("p95_ms"),
     }
     for pool in ("anyio", "executor"):
         if all(pool in r["waits"] for r in rounds):
             out[pool] = {
                 "calls_per_request": round(sum(r["waits"][pool]["calls"] for r in rounds)
                                            / max(1, out["requests"]), 2),
-                "wait_p50_ms": med(lambda r, p=pool: r["waits"][p]["p50Ms"]),
-                "wait_p95_ms": med(lambda r, p=pool: r["waits"][p]["p95Ms"]),
+                "wait_p50_ms": med("waits", pool, "p50Ms"),
+                "wait_p95_ms": med("waits", pool, "p95Ms"),
                 "wait_max_ms": round(max(r["waits"][pool]["maxMs"] for r in rounds), 2),
                 "queued_over_1ms": sum(r["waits"][pool]["queued"] for r in rounds)}
     return out

@@ -85,11 +85,11 @@ def before(embedder: OnnxEmbedder, batched: Batched) -> Iterator[None]:
     embedding rather than on the chunking thread while the worker embeds."""
     original = _pipeline._overlapped
 
-    def serial(*args: Any) -> Any:
-        *rest, recognizer = args
-        chunked, vectors, mentions = original(*rest, None)
+    def serial(db: Any, embedder_: Any, fresh: Any, budget: Any, contextual: Any, report: Any,
+               settings: Any, progress: Any, recognizer: Any) -> Any:
+        chunked, vectors, mentions = original(db, embedder_, fresh, budget, contextual, report,
+                                              settings, progress, None)
         if recognizer is not None:
-            report = rest[5]
             mentions = _pipeline._read_entities(
                 recognizer, [c.body for _, chunks in chunked for c in chunks], report)
         return chunked, vectors, mentions

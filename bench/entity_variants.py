@@ -206,7 +206,7 @@ def _third_leg(conn: Any, view: Any, cutoff: Any, found: list[QueryEntity]) -> l
     ranked = sorted(score, key=lambda i: (-score[i][0], -score[i][1], i))[:HEAD]
     return [Hit(id=i, document_id=meta[i][0], citation=meta[i][2], author=None, corpus=None,
                 date_start=meta[i][1], date_end=meta[i][1], source=None, locator=None,
-                title=None, text=meta[i][3], score=0.0, rank=n + 1)
+                title=None, body=meta[i][3], score=0.0, rank=n + 1)
             for n, i in enumerate(ranked)]
 
 

@@ -66,7 +66,7 @@ def chunk_text(row: dict[str, Any]) -> str:
     return f"{row['title']}\n{row['body']}" if row["title"] else row["body"]
 
 
-def pgcite_searcher(col: pgcite.Collection, mode: str, top_k: int,
+def pgcite_searcher(col: pgcite.Collection, mode: pgcite.Mode, top_k: int,
                     vectors: dict[str, np.ndarray] | None = None) -> Searcher:
     """``col.search`` asking for exactly ``top_k`` chunks, as many as the peers get (the harness's
     collection_searcher may ask for more chunks than documents wanted)."""

@@ -94,7 +94,8 @@ def centroids(rng: np.random.Generator | None = None) -> np.ndarray:
 def synthetic_vectors(n: int, rng: np.random.Generator, centroids: np.ndarray) -> np.ndarray:
     which = rng.integers(0, len(centroids), size=n)
     vecs = centroids[which] + rng.normal(0, 0.35, size=(n, DIM)).astype(np.float32)
-    return (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    unit: np.ndarray = (vecs / np.linalg.norm(vecs, axis=1, keepdims=True)).astype(np.float32)
+    return unit
 
 
 def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Generator,
@@ -342,7 +343,8 @@ def timed(col: pgcite.Collection, texts: list[str], vecs: np.ndarray, variants: 
 FILTERED_QUERIES = 60
 # A third of the chunks (corpus A) and a quarter (dated before 1700: years are uniform in
 # 1600-2000), the kinds of filter a kiosk or a tiered corpus always sends.
-FILTERS = {"corpus A": {"corpora": ["A"]}, "cutoff 1699": {"cutoff": "1699-12-31"}}
+FILTERS: dict[str, dict[str, Any]] = {"corpus A": {"corpora": ["A"]},
+                                     "cutoff 1699": {"cutoff": "1699-12-31"}}
 
 
 def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
@@ -354,8 +356,8 @@ def filtered_latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Ge
     texts = random_queries(vocab, rng, FILTERED_QUERIES)
     vecs = synthetic_vectors(FILTERED_QUERIES, rng, centroids)
     kinds = (("", ()), (", every row joined", (EVERY_ROW,))) if baseline else (("", ()),)
-    variants = {f"{mode}, {f}{how}": ({"mode": mode, "filters": FILTERS[f]}, patches)
-                for f in FILTERS for how, patches in kinds}
+    variants: Variants = {f"{mode}, {f}{how}": ({"mode": mode, "filters": FILTERS[f]}, patches)
+                          for f in FILTERS for how, patches in kinds}
     out, hits = _interleaved(col, texts, vecs, variants)
     if baseline:
         out["best_first_vs_every_row_differing_queries"] = sum(
@@ -374,7 +376,7 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     texts = random_queries(vocab, rng, QUERIES)
     vecs = synthetic_vectors(QUERIES, rng, centroids)
     plain: tuple[tuple[str, Any], ...] = ()
-    variants = {
+    variants: Variants = {
         "keyword": ({"mode": "keyword"}, plain), "vector": ({"mode": "vector"}, plain),
         "hybrid": ({"mode": "hybrid"}, plain),
         "keyword, summed": ({"mode": "keyword"}, (SUMMED,)),

@@ -85,7 +85,9 @@ def main() -> None:
     prompts = [tokens[offsets[i]:offsets[i + 1]] for i in range(count)]
     started = time.monotonic()
     model = AutoModelForCausalLM.from_pretrained(args.gguf.parent, gguf_file=args.gguf.name,
-                                                 dtype=torch.float32).to(device).eval()
+                                                 dtype=torch.float32)
+    # transformers' decorated .to reads to mypy as unbound (self = the device): it is bound here
+    model = model.to(device).eval()  # type: ignore[arg-type]
     print(f"model on {device} in {time.monotonic() - started:.0f} s", file=sys.stderr)
     replies: dict[int, list[int]] = {}
     groups = batches(np.array([len(p) for p in prompts]), args.max_batch, args.max_tokens)

@@ -38,6 +38,7 @@ from pgcite import lifecycle
 from pgcite.evaluate import load_golden
 from pgcite.evaluate._collection import git_commit
 from pgcite.ingest._pipeline import ingest
+from pgcite.lifecycle._activation import check_gate
 from pgcite.lifecycle._gate import GateRefused, apply_floors
 from pgcite.store._snapshots import get_snapshot
 
@@ -128,8 +129,7 @@ def prepare(c: pgcite.Client, floors: list[str], work: Path) -> tuple[pgcite.Col
         out["broken"] = {"id": broken, "refused": True, "message": exc.message,
                          "figures": _figures(col, broken)}
     s2 = build(col, paths["two"])
-    summary, verdict, _ = lifecycle.check_gate(col, get_snapshot_of(col, s2),
-                                               load_golden(golden))
+    summary, verdict, _ = check_gate(col, get_snapshot_of(col, s2), load_golden(golden))
     out["snapshot_2"] = {"id": s2, "would_pass": verdict.passed, "figures": summary.figures,
                          "failures": verdict.failure_text()}
     return col, out

@@ -57,7 +57,9 @@ def main() -> None:
                                    "load_average_at_start": round(os.getloadavg()[0], 1),
                                    "collection": "pepys_sample (the packaged Sept-Dec 1666 entries, MiniLM)", "by_top_k": {}}
         for top_k in (5, 10):
-            off, on, own = [], [], []
+            off: list[float] = []
+            on: list[float] = []
+            own: list[float] = []
             for n in range(args.repeat):
                 for i, text in enumerate(queries):
                     order = (False, True) if (i + n) % 2 == 0 else (True, False)

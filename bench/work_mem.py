@@ -18,7 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 import numpy as np
 import scale
@@ -34,6 +34,13 @@ FILTERS: dict[str, dict[str, Any] | None] = {
     "none": None, "cutoff": scale.FILTERS["cutoff 1699"], "corpus": scale.FILTERS["corpus A"]}
 
 
+def _mode(text: str) -> pgcite.Mode:
+    """A case's mode, one of pgcite's search modes."""
+    if text not in get_args(pgcite.Mode):
+        raise SystemExit(f"unknown mode {text!r} (one of {', '.join(get_args(pgcite.Mode))})")
+    return cast(pgcite.Mode, text)
+
+
 def _reload(c: pgcite.Client, conf: Path, text: str) -> None:
     """pgcite.conf as ``text``, and the server told to read it again."""
     conf.write_text(text)
@@ -43,7 +50,8 @@ def _reload(c: pgcite.Client, conf: Path, text: str) -> None:
 
 
 def run_case(c: pgcite.Client, conf: Path, base: str, case: str, n: int) -> dict[str, Any]:
-    name, mode, where = case.split(":")
+    name, mode_text, where = case.split(":")
+    mode = _mode(mode_text)
     rng = np.random.default_rng(scale.SEED + 2)
     texts = scale.random_queries(scale.vocabulary(), rng, n)
     vecs = scale.synthetic_vectors(n, rng, scale.centroids())

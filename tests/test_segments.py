@@ -505,3 +505,32 @@ def test_a_reverted_document_is_a_member_once(client: pgcite.Client, tmp_path: P
             assert _search_scores(col, query, sid) == pytest.approx(old, rel=1e-9)
     finally:
         client.drop_collection("segments_revert")
+
+
+def test_a_segment_whose_every_version_is_replaced_leaves_the_snapshot(
+        client: pgcite.Client, tmp_path: Path) -> None:
+    """A re-ingest that changes every document of the first batch: the new snapshot no longer
+    holds that batch's segment (a search would read its dead chunks for nothing), and scores
+    as a full rebuild; the segment that still has a live version stays, with its deletions."""
+    rng = random.Random(23)
+    col = client.create_collection("segments_replaced")
+    try:
+        col.ingest([_write(tmp_path / "a.jsonl", [_doc(rng, f"d{i}", 1600) for i in range(8)])])
+        col.ingest([_write(tmp_path / "b.jsonl",
+                           [_doc(rng, f"d{i}", 1700) for i in range(8, 16)])])
+        changed = [_doc(rng, f"d{i}", 1800) for i in (*range(8), 9)]
+        col.ingest([_write(tmp_path / "c.jsonl", changed)])
+        ids = [s.snapshot_id for s in col.snapshots()]
+        with client.connection() as conn:
+            before, after = (snapshot_segments(conn, col.info, sid) for sid in ids[1:])
+            chunks = _live_chunks(conn, col, ids[-1])
+            queries = _queries(rng, 10)
+            lexemes = [_lexemes(conn, col, q) for q in queries]
+        assert len(before) == 2 and len(after) == 2  # first batch's segment gone, one new
+        assert before[0].segment_id not in {g.segment_id for g in after}
+        assert [g.deleted for g in after] == [1, 0]  # d9's old chunk, in the second batch's
+        assert len(chunks) == 16  # one chunk per short document, each live once
+        for query, terms in zip(queries, lexemes, strict=True):
+            _assert_same_top(_search_scores(col, query, ids[-1]), exhaustive_bm25(chunks, terms))
+    finally:
+        client.drop_collection("segments_replaced")

@@ -7,11 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from pypdf import PdfReader, PdfWriter
+from pypdf.xmp import XmpInformation
 from typer.testing import CliRunner
 
 import pgcite
@@ -29,9 +31,17 @@ from .test_loaders import make_pdf
 D = dt.date
 
 
-def dated_pdf(text: str, creation: str) -> bytes:
+def dated_pdf(text: str, creation: str, xmp: dt.date | None = None,
+              title: str | None = None) -> bytes:
+    """A PDF made (``creation``, as a scan is made today) with an XMP ``dc:date`` (the date an
+    archive gives the text) and an information-dictionary title, if given."""
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(make_pdf([text]))))
-    writer.add_metadata({"/CreationDate": creation, "/Author": "The Navy Board"})
+    writer.add_metadata({"/CreationDate": creation, "/Author": "The Navy Board",
+                         **({"/Title": title} if title else {})})
+    if xmp is not None:
+        info = XmpInformation.create()
+        info.dc_date = [dt.datetime(xmp.year, xmp.month, xmp.day)]
+        writer.xmp_metadata = info
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()
@@ -51,8 +61,9 @@ def archive(root: Path) -> Path:
     (folder / "note.txt").write_text("A note on the navy: ships, tar, the fire and the rebuilding.")
     (folder / "late.txt").write_text("A later note on the navy: ships, tar, the fire, the plague.")
     (folder / "loose.txt").write_text("An undated note on the navy: ships, tar and the fire.")
-    (folder / "report.pdf").write_bytes(
-        dated_pdf("Navy report: ships, tar and the fire.", "D:16660920120000Z"))
+    (folder / "report.pdf").write_bytes(  # scanned in 2026: the XMP date dates it
+        dated_pdf("Navy report: ships, tar and the fire.", "D:20261203120000Z",
+                  xmp=D(1666, 9, 20)))
     (folder / "1666-08-letter.md").write_text("Navy letter: ships, tar and fire, in August.")
     (root / "catalogue.csv").write_text(
         "file,date,author,corpus,shelfmark\n"
@@ -80,7 +91,7 @@ def test_cutoff_search_over_every_format(client: pgcite.Client, tmp_path: Path) 
         assert by_doc == {
             "letter-md": (D(1666, 9, 2), D(1666, 9, 2)),  # front matter
             "page-html": (D(1666, 9, 10), D(1666, 9, 10)),  # <meta name=date>
-            "report-pdf": (D(1666, 9, 20), D(1666, 9, 20)),  # PDF creation date
+            "report-pdf": (D(1666, 9, 20), D(1666, 9, 20)),  # XMP dc:date, not the creation date
             "1666-08-letter-md": (D(1666, 8, 1), D(1666, 8, 31)),  # file name, a month
         }
         october = col.search("navy ships tar fire", mode="keyword", top_k=20,
@@ -210,6 +221,55 @@ def test_precedence_flag_over_catalogue_over_file_over_name(tmp_path: Path) -> N
     plain.write_text("Text.\n")
     assert dates_of(one(plain)) == {(None, None)}  # names date only when asked
     assert dates_of(one(plain, dates_from_names=True)) == {(D(1600, 1, 1), D(1600, 1, 1))}
+
+
+def test_a_file_timestamp_dates_nothing_unless_asked(tmp_path: Path) -> None:
+    """A PDF's creation date and a file's mtime say when a copy was made, not when its text
+    was written: never a date by default, the lowest source with --dates-from-timestamps."""
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(dated_pdf("Inventory of instruments.", "D:20261203120000Z"))
+    assert dates_of(one(scan)) == {(None, None)} and "dates" not in one(scan).provenance
+    doc = one(scan, dates_from_timestamps=True)
+    assert dates_of(doc) == {(D(2026, 12, 3), D(2026, 12, 3))}
+    assert doc.provenance["dates"] == "timestamp"
+    note = tmp_path / "1666-09-note.txt"
+    note.write_text("A note.")
+    made = dt.datetime(1999, 1, 2, 12).timestamp()
+    os.utime(note, (made, made))
+    assert dates_of(one(note)) == {(None, None)}
+    assert dates_of(one(note, dates_from_timestamps=True)) == {(D(1999, 1, 2), D(1999, 1, 2))}
+    # a date in the name is a better guess than the file's timestamp
+    assert dates_of(one(note, dates_from_timestamps=True, dates_from_names=True)) == {
+        (D(1666, 9, 1), D(1666, 9, 30))}
+
+
+def test_every_value_is_recorded_with_its_source(tmp_path: Path) -> None:
+    """Document.provenance: what a re-ingest keeps is decided by where each value came from."""
+    md = tmp_path / "1600-01-01-x.md"
+    md.write_text("---\ndate: 1666-09-02\nshelf: MS 1\n---\n# Heading\n\nText.\n")
+    doc = one(md)
+    assert doc.provenance == {"title": "heading", "dates": "file", "metadata.shelf": "file"}
+    cat = tmp_path / "cat.csv"
+    cat.write_text("file,title,corpus,box\n1600-01-01-x.md,Field notes,B,7\n")
+    doc = one(md, catalogue=Catalogue.read(cat), overrides=Overrides(author="Flag"))
+    assert doc.provenance == {"title": "catalogue", "dates": "file", "corpus": "catalogue",
+                              "author": "flag", "metadata.shelf": "file",
+                              "metadata.box": "catalogue"}
+    plain = tmp_path / "1600-01-01-y.txt"
+    plain.write_text("Text.")
+    assert one(plain, dates_from_names=True).provenance == {"title": "name", "dates": "name"}
+    pdf = tmp_path / "r.pdf"
+    pdf.write_bytes(dated_pdf("Report.", "D:20261203120000Z", xmp=D(1851, 5, 2), title="Scan"))
+    assert one(pdf).provenance == {"title": "file", "dates": "file", "author": "file"}
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps({"_id": "a", "text": "t", "date": "1666", "title": "T",
+                                   "label": "L", "extra": 1}) + "\n")
+    (rec,) = [d for d in iter_documents([records]) if isinstance(d, Document)]
+    assert rec.provenance == {"title": "file", "dates": "file", "metadata.label": "file",
+                              "metadata.extra": "file"}
+    (rec,) = [d for d in iter_documents([records], mapping=FieldMapping(title="label"))
+              if isinstance(d, Document)]
+    assert rec.title == "L" and rec.provenance["title"] == "map"
 
 
 def test_name_date_fills_only_undated_records(tmp_path: Path) -> None:

@@ -440,6 +440,7 @@ class Collection:
         overrides: Overrides | None = None,
         catalogue: str | Path | None = None,
         dates_from_names: bool = False,
+        dates_from_timestamps: bool = False,
         corpus_version: str | None = None,
         replace: bool = False,
         activate: bool = True,
@@ -449,8 +450,11 @@ class Collection:
     ) -> IngestReport:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
         inactive and activated only if it passes the gate (``report.gate`` says how it went).
-        ``catalogue`` (a sidecar CSV/JSONL) and ``dates_from_names`` are further date sources
-        (docs/ingest.md, "Dates"). ``aliases`` is a YAML/CSV list of entity names and their
+        ``catalogue`` (a sidecar CSV/JSONL), ``dates_from_names`` and ``dates_from_timestamps``
+        (when a file was made: never a date unless asked for) are further date sources
+        (docs/ingest.md, "Dates"). What the user gave a document before (a flag, a catalogue,
+        a ``mapping``) stays until the user gives another; ``report.changes`` lists each date,
+        title, author or corpus this ingest changes, old -> new. ``aliases`` is a YAML/CSV list of entity names and their
         other spellings that the collection keeps (docs/ingest.md, "Entities").
 
         ``stage``: store the documents, batch by batch, for a later :meth:`build_staged`
@@ -462,7 +466,8 @@ class Collection:
         report = ingest(
             self.client.db, self.name, [Path(p) for p in paths], mapping=mapping,
             overrides=overrides, catalogue=Path(catalogue) if catalogue is not None else None,
-            dates_from_names=dates_from_names, corpus_version=corpus_version, replace=replace,
+            dates_from_names=dates_from_names, dates_from_timestamps=dates_from_timestamps,
+            corpus_version=corpus_version, replace=replace,
             activate=activate and not gated, progress=progress, settings=self.client.settings,
             chat=self.client.llm() if current.contextual == "llm" else None,
             aliases=Path(aliases) if aliases is not None else None, stage=stage,

@@ -90,10 +90,11 @@ class Document(BaseModel):
     author: str | None = None
     corpus: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
-    # The title is the loader's fallback (the file name), not one a source gave, so a title stored
-    # by an earlier ingest (from a catalogue, say) may take its place. Not content: excluded from
-    # dumps, so it leaves version hashes as they were.
-    title_guessed: bool = Field(default=False, exclude=True)
+    # Where each field came from (``ingest._provenance``: "flag", "catalogue", "map", "file",
+    # "heading", "name", "timestamp"), keyed by field ("dates", "title", "author", "corpus") or
+    # "metadata.KEY": what the user gave stays on a re-ingest. Not content: excluded from dumps,
+    # so it leaves version hashes as they were.
+    provenance: dict[str, str] = Field(default_factory=dict, exclude=True)
     # How each OCR-read page read (``_ocr.OcrPage``), for the ingest report's low-confidence
     # list. Not content either: the text it produced is in the units.
     ocr_pages: list[OcrPage] = Field(default_factory=list, exclude=True)

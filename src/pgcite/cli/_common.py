@@ -82,6 +82,11 @@ def emit_json(payload: Any) -> None:
     sys.stdout.write(text + "\n")
 
 
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 page``, ``3 pages`` (``many``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else (many or noun + 's')}"
+
+
 def fail(message: str, hint: str | None = None, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     if hint:

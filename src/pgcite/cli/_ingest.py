@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
-from pgcite.cli._common import JsonOption, console, emit_json, err_console, settings, user_errors
-from pgcite.ingest._pipeline import IngestReport
+from pgcite.cli._common import (
+    JsonOption,
+    console,
+    emit_json,
+    err_console,
+    plural,
+    settings,
+    user_errors,
+)
+
+if TYPE_CHECKING:
+    from pgcite.ingest._pipeline import IngestReport
 
 
 def print_report(report: IngestReport) -> None:
@@ -18,13 +29,19 @@ def print_report(report: IngestReport) -> None:
         f"{report.chunks_added} chunks added, {report.embedded} embedded, {report.cached} from "
         f"cache, {report.skipped} skipped, {len(report.failed)} failed, {report.seconds:.1f} s"
     )
+    for change in report.changes:
+        source = f" ({change.source})" if change.source else ""
+        console.print(f"changed: {escape(change.document_id)}: {change.field} "
+                      f"{_shown(change.old)} -> {_shown(change.new)}{escape(source)}",
+                      highlight=False, soft_wrap=True)
     if report.undated:
         console.print(f"{report.undated} of {report.documents} documents undated: a --cutoff "
                       "search leaves them out (see --date, --catalogue, --dates-from-names)",
                       highlight=False)
     if report.ocr_pages or report.low_confidence:
-        console.print(f"{report.ocr_pages} pages read by OCR, {len(report.low_confidence)} "
-                      "flagged (ingested, but check them):", highlight=False)
+        console.print(f"{plural(report.ocr_pages, 'page')} read by OCR, "
+                      f"{len(report.low_confidence)} flagged (ingested, but check them):",
+                      highlight=False)
     for low in report.low_confidence:
         # One line per page, like failures: greppable.
         err_console.print(f"[yellow]low OCR confidence:[/] {low.path} p. {low.page}: "
@@ -44,6 +61,10 @@ def print_report(report: IngestReport) -> None:
         # One line per file whatever the terminal's width: greppable, and a file per line.
         err_console.print(f"[red]failed:[/] {failure.path}: {failure.reason}", highlight=False,
                           soft_wrap=True)
+
+
+def _shown(value: str | None) -> str:
+    return "(none)" if value is None else escape(repr(value) if " " in value else value)
 
 
 def print_snapshot_outcome(snapshot_id: int | None, activated: bool, gate: str | None) -> None:
@@ -75,6 +96,10 @@ def ingest_command(
     dates_from_names: Annotated[bool, typer.Option(
         help="Date files whose names start with a date (1666-09-02-letter.md, 1666-09 …) when "
         "no other source dates them.")] = False,
+    dates_from_timestamps: Annotated[bool, typer.Option(
+        help="Date files by when they were made (a PDF's creation date, else the file's "
+        "modification day) when no other source dates them. Off by default: a scan or a "
+        "copy is made long after its text was written.")] = False,
     map_: Annotated[list[str] | None, typer.Option(
         "--map", help="JSONL field mapping FIELD=KEY, e.g. --map title=date_label "
         "(fields: id, text, title, date, date_end, author, corpus, source, locator).")] = None,
@@ -97,17 +122,19 @@ def ingest_command(
     """Load, chunk, embed and store documents as a new snapshot of the collection.
 
     Dates, highest precedence first: --date > --catalogue row > the file itself (front matter
-    in .md/.txt, <meta>/<time> in HTML, PDF metadata, JSONL keys) > --dates-from-names. The
-    report counts undated documents (a --cutoff search leaves them out). A bad file is reported
-    by name (one line each) and the others are ingested.
+    in .md/.txt, <meta>/<time> in HTML, a PDF's XMP date, JSONL keys) > --dates-from-names >
+    --dates-from-timestamps. The report counts undated documents (a --cutoff search leaves them
+    out). A bad file is reported by name (one line each) and the others are ingested.
 
     Images and PDF pages without a text layer are read by OCR (Tesseract, in the collection's
     language), cited as "p. N, block K" with the confidence in the metadata; pages read with low
     confidence are ingested and listed in the report (docs/ingest.md, "OCR").
 
     Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
-    changed no snapshot is made. Re-ingesting without the flags or catalogue of an earlier run
-    keeps what they set (a value changes only when this run gives another). All-or-nothing:
+    changed no snapshot is made. What you gave a document (a flag, a catalogue row, a --map
+    key) stays until you give another: re-ingesting without them changes nothing, and what a
+    file says never replaces it. The report lists each date, title, author or corpus that
+    changed, old -> new. All-or-nothing:
     an interrupted run leaves the collection as it was, and re-running resumes from the
     embedding cache. Exits 1 if any file failed. With a golden set configured (`pgcite
     collection set --golden`) the snapshot goes live only if it passes the activation gate;
@@ -128,6 +155,7 @@ def ingest_command(
                 paths, mapping=mapping,
                 overrides=Overrides(corpus=corpus, author=author, date=date),
                 catalogue=catalogue, dates_from_names=dates_from_names,
+                dates_from_timestamps=dates_from_timestamps,
                 corpus_version=corpus_version, replace=replace, activate=activate,
                 progress=progress and not json_out, aliases=aliases, stage=stage_only,
             )

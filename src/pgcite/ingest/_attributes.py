@@ -1,21 +1,25 @@
 """What one source of metadata says about a file -- its front matter, its HTML ``<meta>``, a row
 of a sidecar catalogue, a date in its name, the ``--date`` flag -- and how the sources combine.
 
-Precedence, highest first (one place for it: :func:`apply`): an explicit flag (``--date``,
-``--author``, ``--corpus``) > the sidecar catalogue > what the file says itself (front matter,
-HTML meta/time, PDF metadata, a JSONL record's own keys) > a date in the file name.
+Precedence, highest first (applied in that order by the loaders, with :func:`apply`): an
+explicit flag (``--date``, ``--author``, ``--corpus``) > the sidecar catalogue > what the file
+says itself (front matter, HTML meta/time, PDF metadata, a JSONL record's own keys) > a date in
+the file name > the file's timestamp (only when asked for). Each value a source sets is recorded
+with that source (``Document.provenance``), which decides what a re-ingest keeps
+(``_provenance``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._types import Document
 from pgcite.ingest._dates import DateError, DateRange, parse_dates
+from pgcite.ingest._provenance import METADATA, Source
 
 # Keys with a meaning of their own; every other key of a front matter block or catalogue row is
 # kept as metadata (searchable with --filter).
@@ -33,9 +37,10 @@ class Attributes(BaseModel):
     author: str | None = None
     corpus: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    source: Source = "file"  # where these values come from (``_provenance.RANK``)
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> Attributes:
+    def from_mapping(cls, data: Mapping[str, Any], source: Source = "file") -> Attributes:
         """From front matter or a catalogue row; raises ``ValueError`` naming a bad field."""
         start = next((data[k] for k in DATE_KEYS if data.get(k) not in (None, "")), None)
         try:
@@ -55,6 +60,7 @@ class Attributes(BaseModel):
             corpus=_text(data, "corpus"),
             metadata={str(k): jsonable(v) for k, v in data.items()
                       if k not in KNOWN_KEYS and v not in (None, "")},
+            source=source,
         )
 
 
@@ -86,42 +92,32 @@ def jsonable(value: Any) -> Any:
 def apply(doc: Document, attrs: Attributes, *, fill: bool = False) -> Document:
     """``doc`` with ``attrs`` laid over it: a higher-precedence source replaces what the document
     says (an empty text clears it); a lower one (``fill``) only fills what it leaves empty (units
-    without a date, fields that are ``None``, metadata keys it lacks)."""
+    without a date, fields that are ``None``, metadata keys it lacks). Every value it sets is
+    recorded in ``provenance`` with ``attrs.source``."""
     units = doc.units
+    sources = dict(doc.provenance)
     if attrs.dates is not None:
         start, end = attrs.dates
         units = [u if fill and u.date_start is not None
                  else u.model_copy(update={"date_start": start, "date_end": end})
                  for u in doc.units]
+        if units != doc.units:
+            sources["dates"] = attrs.source
     update: dict[str, Any] = {"units": units}
     for field in ("title", "author", "corpus"):
         value = getattr(attrs, field)
         if value is not None and not (fill and getattr(doc, field) is not None):
             update[field] = value or None  # a flag given as "" clears the field
+            sources[field] = attrs.source
     if "title" in update:
-        update["title_guessed"] = False
         # The text before a Markdown/HTML document's first heading (no locator) carries the
         # document's title: it takes the new one, not the one a higher source replaced.
         update["units"] = [u.model_copy(update={"title": update["title"]})
                            if u.locator is None and u.title is not None and u.title == doc.title
                            else u for u in update["units"]]
     if attrs.metadata:
+        given = [k for k in attrs.metadata if not (fill and k in doc.metadata)]
+        sources.update((METADATA + k, attrs.source) for k in given)
         update["metadata"] = ({**attrs.metadata, **doc.metadata} if fill
                               else {**doc.metadata, **attrs.metadata})
-    return doc.model_copy(update=update)
-
-
-def keep_stored(doc: Document, stored: Attributes, *, explicit: Collection[str]) -> Document:
-    """``doc`` with what an earlier ingest stored for it wherever this run says nothing.
-
-    Re-ingesting without the ``--corpus``, ``--author``, ``--date`` or catalogue of the first run
-    must not strip what they gave: a stored value stays unless this run gives another one.
-    Fields in ``explicit`` (set by a flag this run, even to empty) are left as this run has them.
-    A stored title replaces only a fallback title, and only where no unit has a title of its own
-    (a section's heading path would be stale).
-    """
-    title = stored.title if all(u.title is None for u in doc.units) else None
-    if title is not None and doc.title_guessed:
-        doc = doc.model_copy(update={"title": None})
-    keep = stored.model_copy(update={"title": title, **{field: None for field in explicit}})
-    return apply(doc, keep, fill=True)
+    return doc.model_copy(update={**update, "provenance": sources})

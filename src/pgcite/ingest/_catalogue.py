@@ -96,7 +96,8 @@ def _row(record: dict[str, Any], path: Path, line: int) -> tuple[str, Attributes
     if problem := value_problem(record):
         raise ConfigError(f"{where}: {problem}")
     try:
-        attrs = Attributes.from_mapping({k: v for k, v in record.items() if k not in FILE_KEYS})
+        attrs = Attributes.from_mapping({k: v for k, v in record.items() if k not in FILE_KEYS},
+                                         source="catalogue")
     except ValueError as exc:
         raise ConfigError(f"{where}: {exc}") from exc
     return Path(key.strip()).as_posix().removeprefix("./"), attrs

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from bs4 import BeautifulSoup
-from bs4.element import Tag
-from pypdf import PdfReader
 
 from pgcite.ingest._attributes import Attributes
 from pgcite.ingest._dates import DateError, DateRange, parse_dates
+
+if TYPE_CHECKING:  # imported where a page or PDF is read: the CLI starts without them
+    from bs4 import BeautifulSoup
+    from pypdf import PdfReader
 
 # The block between a first line "---" and the next "---" (or "...") line.
 _FRONT_MATTER = re.compile(r"---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|$)", re.DOTALL)
@@ -84,6 +85,8 @@ def html_attributes(soup: BeautifulSoup) -> Attributes:
 def _time_element(soup: BeautifulSoup) -> DateRange | None:
     """The page's publication ``<time>``: one marked as such, else the only distinct one (a page
     listing many dates -- comments, an archive -- has no single date)."""
+    from bs4.element import Tag
+
     times = [t for t in soup.find_all("time") if isinstance(t, Tag) and t.get("datetime")]
     marked = [t for t in times if t.get("itemprop") == "datePublished" or t.has_attr("pubdate")]
     values = {_lenient(str(t.get("datetime"))) for t in marked or times} - {None}
@@ -91,9 +94,9 @@ def _time_element(soup: BeautifulSoup) -> DateRange | None:
 
 
 def pdf_attributes(reader: PdfReader) -> Attributes:
-    """The XMP Dublin Core date (what archives set), else the document's creation date, and the
-    author. A creation date is when the PDF was made, never before the text was written, so at
-    worst it keeps a passage out of a cutoff it could have passed -- it never lets one in."""
+    """The XMP Dublin Core date (what archives set) and the document's author. The creation date
+    is not a date of the text -- it is when the PDF was made, which for a scan of an old letter
+    is this year -- so it dates nothing unless asked for (:func:`pdf_creation_date`)."""
     dates: DateRange | None = None
     try:
         xmp = reader.xmp_metadata
@@ -101,13 +104,20 @@ def pdf_attributes(reader: PdfReader) -> Attributes:
         if dc_dates:
             dates = _lenient(dc_dates[0])
         info = reader.metadata
-        if dates is None and info is not None:
-            dates = _lenient(info.creation_date)
         author = info.author if info is not None else None
     except Exception:  # noqa: BLE001 -- pypdf raises many types on malformed metadata: ignore it
         return Attributes(dates=dates)
     return Attributes(dates=dates,
                       author=(author.strip() or None) if isinstance(author, str) else None)
+
+
+def pdf_creation_date(reader: PdfReader) -> DateRange | None:
+    """When the PDF was made (its information dictionary's creation date), if it says."""
+    try:
+        info = reader.metadata
+        return _lenient(info.creation_date) if info is not None else None
+    except Exception:  # noqa: BLE001 -- malformed metadata: no date
+        return None
 
 
 def _lenient(value: Any) -> DateRange | None:

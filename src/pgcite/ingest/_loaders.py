@@ -7,18 +7,15 @@ are yielded or exactly one :class:`LoadError` for it, and iteration goes on with
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bs4 import BeautifulSoup
-from bs4.dammit import EncodingDetector
-from bs4.element import NavigableString, Tag
 from pydantic import BaseModel, ConfigDict
-from pypdf import PdfReader
 
 from pgcite._errors import ConfigError, LoadError
 from pgcite._types import Document, OcrPage, Unit
@@ -29,6 +26,7 @@ from pgcite.ingest._embedded import (
     FrontMatterError,
     html_attributes,
     pdf_attributes,
+    pdf_creation_date,
     split_front_matter,
 )
 from pgcite.ingest._ocr import (
@@ -38,7 +36,12 @@ from pgcite.ingest._ocr import (
     read_page,
     render_pdf_page,
 )
+from pgcite.ingest._provenance import MAPPED, METADATA
 from pgcite.ingest._storable import document_problem
+
+if TYPE_CHECKING:  # bs4 and pypdf are imported where a page or a PDF is read: a CLI command
+    from bs4 import BeautifulSoup  # that reads none starts without them
+    from bs4.element import Tag
 
 SUPPORTED_SUFFIXES: tuple[str, ...] = (
     ".jsonl",
@@ -145,6 +148,7 @@ def iter_documents(
     overrides: Overrides | None = None,
     catalogue: Catalogue | None = None,
     dates_from_names: bool = False,
+    dates_from_timestamps: bool = False,
     ocr_lang: str = "eng",
 ) -> Iterator[Document | LoadError]:
     """Documents from files and directories (walked recursively), or one error per bad file.
@@ -153,7 +157,10 @@ def iter_documents(
 
     A document's fields come from, highest precedence first: ``overrides`` > its ``catalogue``
     row > the file itself (front matter, HTML meta, PDF metadata, JSONL keys) > a date leading
-    its file name (only with ``dates_from_names``).
+    its file name (only with ``dates_from_names``) > when the file was made (a PDF's creation
+    date, else its modification time; only with ``dates_from_timestamps``: a copy or a scan is
+    made long after its text was written). Each value is recorded with its source
+    (``Document.provenance``).
     """
     mapping = mapping or FieldMapping()
     overrides = overrides or Overrides()
@@ -170,8 +177,9 @@ def iter_documents(
             try:
                 docs = _load_file(file, rel, mapping, ocr_lang)
                 named = date_in_name(file.name) if dates_from_names else None
+                made = file_made(file) if dates_from_timestamps else None
                 row = catalogue.lookup(rel) if catalogue is not None else None
-                docs = [_layered(doc, named, row, forced) for doc in docs]
+                docs = [_layered(doc, named, made, row, forced) for doc in docs]
                 _check_storable(docs)
                 _claim_ids(docs, str(file), seen)
             except _Unreadable as exc:
@@ -187,17 +195,39 @@ def _forced(overrides: Overrides, paths: Sequence[Path]) -> Attributes:
         raise ConfigError("--date dates a single file",
                           hint="for a folder, use a sidecar catalogue (--catalogue) or "
                           "--dates-from-names")
-    return Attributes(dates=dates, author=overrides.author, corpus=overrides.corpus)
+    return Attributes(dates=dates, author=overrides.author, corpus=overrides.corpus,
+                      source="flag")
 
 
-def _layered(doc: Document, named: DateRange | None, row: Attributes | None,
-             forced: Attributes) -> Document:
+def _layered(doc: Document, named: DateRange | None, made: DateRange | None,
+             row: Attributes | None, forced: Attributes) -> Document:
     """``doc`` (what the file says) with the other sources laid over it in precedence order."""
     if named is not None:
-        doc = apply(doc, Attributes(dates=named), fill=True)
+        doc = apply(doc, Attributes(dates=named, source="name"), fill=True)
+    if made is not None:
+        doc = apply(doc, Attributes(dates=made, source="timestamp"), fill=True)
     if row is not None:
         doc = apply(doc, row)
     return apply(doc, forced)
+
+
+def file_made(file: Path) -> DateRange | None:
+    """When ``file`` was made: a PDF's creation date, else the file's modification day (local
+    time). Only on request (``--dates-from-timestamps``): it is rarely when the text was written."""
+    if file.suffix.lower() == ".pdf":
+        from pypdf import PdfReader
+
+        try:
+            made = pdf_creation_date(PdfReader(file))
+        except Exception:  # noqa: BLE001 -- an unreadable PDF fails in its loader, not here
+            made = None
+        if made is not None:
+            return made
+    try:
+        day = dt.date.fromtimestamp(file.stat().st_mtime)
+    except OSError:
+        return None
+    return day, day
 
 
 def _expand(path: Path) -> Iterator[tuple[Path, str] | LoadError]:
@@ -263,20 +293,23 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str) -> li
     doc_id, stem = slugify(rel), file.stem
     attrs: Attributes | None = None
     pages: list[OcrPage] = []
+    title_source = "name"  # the file name; else where the loader found the title
     if suffix in (".txt", ".md", ".markdown"):
         attrs, text = _front_matter(_decode(data))
         if suffix == ".txt":
             title, units = stem, [Unit(text=text.strip())]
         else:
             title, units = _markdown_units(text, stem)
+            title_source = "heading" if title != stem else title_source
     elif suffix in (".html", ".htm"):
-        title, units, attrs = _html_units(_decode_html(data), stem)
+        title, units, attrs, title_source = _html_units(_decode_html(data), stem)
     elif suffix in IMAGE_SUFFIXES:
         title, (units, pages) = stem, _image_units(data, ocr_lang)
     else:
         title, units, attrs, pages = _pdf_units(data, stem, ocr_lang)
+        title_source = "file" if title != stem else title_source
     doc = Document(document_id=doc_id, source=rel, title=title, units=units,
-                   title_guessed=title == stem, ocr_pages=pages)
+                   provenance={"title": title_source}, ocr_pages=pages)
     return [apply(doc, attrs) if attrs is not None else doc]
 
 
@@ -314,6 +347,8 @@ def _decode_html(data: bytes) -> str:
     try:
         return _decode(data)
     except _Unreadable:
+        from bs4.dammit import EncodingDetector
+
         declared = EncodingDetector.find_declared_encoding(data, is_html=True)
         if not declared:
             raise
@@ -376,6 +411,7 @@ def _parse_record(line: str) -> dict[str, Any]:
 
 def _record_document(record: dict[str, Any], file_name: str, mapping: FieldMapping) -> Document:
     used: set[str] = set()
+    given: dict[str, str] = {}  # field -> its source: the user's --map, or the record's own key
 
     def pick(field: str) -> tuple[str, Any]:
         explicit = getattr(mapping, field)
@@ -383,6 +419,7 @@ def _record_document(record: dict[str, Any], file_name: str, mapping: FieldMappi
         for key in keys:
             if record.get(key) is not None:
                 used.add(key)
+                given[field] = "map" if explicit else "file"
                 return key, record[key]
         return "' or '".join(keys), None
 
@@ -399,6 +436,15 @@ def _record_document(record: dict[str, Any], file_name: str, mapping: FieldMappi
         _optional_str(*pick(f)) for f in ("title", "author", "corpus", "source", "locator")
     )
     unit = Unit(text=text, locator=locator, date_start=date_start, date_end=date_end)
+    metadata = {k: v for k, v in record.items() if k not in used and v is not None}
+    values = {"title": title, "author": author, "corpus": corpus}
+    provenance = {field: given[field] for field, value in values.items() if value is not None}
+    if date_start is not None:
+        provenance["dates"] = given["date"]
+    provenance.update((METADATA + k, "file") for k in metadata)
+    # the key --map chose: a re-run without --map keeps the field, and not the key as metadata
+    provenance.update((MAPPED + field, getattr(mapping, field)) for field, source in given.items()
+                      if source == "map" and field in provenance)
     return Document(
         document_id=doc_id,
         source=source or file_name,
@@ -406,7 +452,8 @@ def _record_document(record: dict[str, Any], file_name: str, mapping: FieldMappi
         title=title,
         author=author,
         corpus=corpus,
-        metadata={k: v for k, v in record.items() if k not in used and v is not None},
+        metadata=metadata,
+        provenance=provenance,
     )
 
 
@@ -502,23 +549,29 @@ def _section_units(sections: Iterator[tuple[tuple[str, ...], str]], doc_title: s
 # --- HTML ------------------------------------------------------------------------------------
 
 
-def _html_units(text: str, stem: str) -> tuple[str, list[Unit], Attributes]:
+def _html_units(text: str, stem: str) -> tuple[str, list[Unit], Attributes, str]:
+    """A page's title (and where it came from: ``<title>``, its first ``h1``, or the file
+    name), its units and what its ``<meta>`` says."""
+    from bs4 import BeautifulSoup
+
     soup = BeautifulSoup(text, "html.parser")
     attrs = html_attributes(soup)
     for tag in soup.find_all(_HTML_DROP):
         tag.decompose()
-    title = _html_title(soup) or stem
+    title, source = _html_title(soup) or (stem, "name")
     root = soup.body or soup
     figures: list[Unit] = []
     units = _section_units(iter(_html_sections(root, figures)), title)
     return title, units + [f if f.title else f.model_copy(update={"title": title})
-                           for f in figures], attrs
+                           for f in figures], attrs, source
 
 
-def _html_title(soup: BeautifulSoup) -> str | None:
-    for tag in (soup.title, soup.find("h1")):
+def _html_title(soup: BeautifulSoup) -> tuple[str, str] | None:
+    from bs4.element import Tag
+
+    for tag, source in ((soup.title, "file"), (soup.find("h1"), "heading")):
         if isinstance(tag, Tag) and (text := _squash(tag.get_text(" "))):
-            return text
+            return text, source
     return None
 
 
@@ -528,6 +581,8 @@ def _html_sections(root: Tag, figures: list[Unit]) -> list[tuple[tuple[str, ...]
     Figures (a ``<figure>``'s caption and alt text, an ``<img>``'s alt text) go to ``figures``
     as passages of their own, located by their section and number; a caption is not body text.
     """
+    from bs4.element import NavigableString, Tag
+
     sections: list[tuple[tuple[str, ...], str]] = []
     stack: list[tuple[int, str]] = []
     parts: list[str] = []
@@ -556,6 +611,8 @@ def _html_sections(root: Tag, figures: list[Unit]) -> list[tuple[tuple[str, ...]
 
 def _add_figure(node: Tag, path: tuple[str, ...], figures: list[Unit]) -> None:
     """A figure's caption and the alt text of its images, as one passage ("figure N")."""
+    from bs4.element import Tag
+
     caption_tag = node.find("figcaption") if node.name == "figure" else None
     caption = _squash(caption_tag.get_text(" ")) if isinstance(caption_tag, Tag) else ""
     images = [node] if node.name == "img" else [i for i in node.find_all("img")
@@ -594,6 +651,8 @@ def _pdf_units(data: bytes, stem: str,
                ocr_lang: str) -> tuple[str, list[Unit], Attributes, list[OcrPage]]:
     """One unit per page with a text layer, located as ``p. N``; a page without one is read by
     OCR (one unit per text block, ``p. N, block K``)."""
+    from pypdf import PdfReader
+
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):

@@ -22,7 +22,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psycopg
@@ -30,17 +29,17 @@ from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, LoadError
 from pgcite._progress import progress_bar
-from pgcite._types import UNIT_METADATA_KEYS, ChunkDraft, Contextual, Document
+from pgcite._types import ChunkDraft, Contextual, Document
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._registry import embedder_for, load_embedder
 from pgcite.ingest import _ocr
-from pgcite.ingest._attributes import Attributes, keep_stored
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._entities import Recognizer, recognizer_for
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
+from pgcite.ingest._provenance import FieldChange, Stored, changes, record, settle, stored_documents
 from pgcite.llm import ChatModel
 from pgcite.store._collections import (
     CollectionInfo,
@@ -62,12 +61,12 @@ from pgcite.store._snapshots import (
     activate_snapshot,
     active_snapshot,
     build_snapshot,
-    document_attributes,
     find_versions,
     insert_version,
     lock_activations,
     lock_versions,
     member_versions,
+    record_provenance,
 )
 from pgcite.store._staged import stage_versions
 from pgcite.store._statistics import refresh_statistics
@@ -111,6 +110,8 @@ class IngestReport(BaseModel):
     ocr_pages: int = 0  # pages read by OCR (images, PDF pages without a text layer)
     low_confidence: list[LowConfidencePage] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)  # e.g. catalogue rows naming no file
+    # Each date, title, author or corpus of a live document this ingest changes, old -> new
+    changes: list[FieldChange] = Field(default_factory=list)
     staged: int = 0  # versions staged for a later build (stage=True): no snapshot is made
     snapshot_id: int | None = None
     activated: bool = False
@@ -179,12 +180,14 @@ def embed_texts(
 
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
-    report: IngestReport, catalogue: Path | None, dates_from_names: bool, ocr_lang: str,
+    report: IngestReport, catalogue: Path | None, dates_from_names: bool,
+    dates_from_timestamps: bool, ocr_lang: str,
 ) -> list[Document]:
     docs: dict[str, Document] = {}
     cat = Catalogue.read(catalogue) if catalogue is not None else None
     for item in iter_documents(paths, mapping=mapping, overrides=overrides, catalogue=cat,
-                               dates_from_names=dates_from_names, ocr_lang=ocr_lang):
+                               dates_from_names=dates_from_names,
+                               dates_from_timestamps=dates_from_timestamps, ocr_lang=ocr_lang):
         if isinstance(item, LoadError):
             report.failed.append(Failure(path=item.path, reason=item.reason))
         elif item.document_id in docs:
@@ -211,29 +214,18 @@ def _note_ocr(doc: Document, report: IngestReport) -> None:
             path=doc.source, page=page.page, confidence=page.confidence, reason=reason))
 
 
-def _keep_stored(db: Database, info: CollectionInfo, docs: list[Document],
-                 overrides: Overrides | None) -> list[Document]:
-    """Documents of the live snapshot keep their stored fields where this run gives none (see
-    :func:`keep_stored`)."""
+def _settle(db: Database, info: CollectionInfo,
+            docs: list[Document]) -> tuple[list[Document], dict[str, Stored]]:
+    """Documents of the live snapshot keep what the user gave them before, and what this run
+    does not say (ingest/_provenance.py); returns them and what their live versions say."""
     with db.connect() as conn:
         current = active_snapshot(conn, info)
         if current is None or not docs:
-            return docs
-        stored = document_attributes(conn, info, current.snapshot_id,
-                                     [doc.document_id for doc in docs])
-    given = overrides or Overrides()
-    explicit = [f for f in ("author", "corpus") if getattr(given, f) is not None]
-    explicit += ["dates"] if given.date is not None else []
-    return [keep_stored(doc, _document_level(stored[doc.document_id]), explicit=explicit)
-            if doc.document_id in stored else doc for doc in docs]
-
-
-def _document_level(stored: dict[str, Any]) -> Attributes:
-    """What a document's first chunk stored, less the keys its unit added (the OCR region of
-    that chunk is no metadata of the whole document)."""
-    metadata = {k: v for k, v in (stored.get("metadata") or {}).items()
-                if k not in UNIT_METADATA_KEYS}
-    return Attributes(**{**stored, "metadata": metadata})
+            return docs, {}
+        stored = stored_documents(conn, info, current.snapshot_id,
+                                  [doc.document_id for doc in docs])
+    return [settle(doc, stored[doc.document_id]) if doc.document_id in stored else doc
+            for doc in docs], stored
 
 
 def is_undated(doc: Document) -> bool:
@@ -250,6 +242,7 @@ def ingest(
     overrides: Overrides | None = None,
     catalogue: Path | None = None,
     dates_from_names: bool = False,
+    dates_from_timestamps: bool = False,
     corpus_version: str | None = None,
     replace: bool = False,
     activate: bool = True,
@@ -271,7 +264,9 @@ def ingest(
     collection's recorded model changes only when that snapshot is activated. ``chat`` writes
     the situating sentences of a ``contextual = "llm"`` collection. ``catalogue`` is a sidecar
     CSV/JSONL of per-file dates and attributes; ``dates_from_names`` dates files whose names
-    start with a date (docs/ingest.md, "Dates"). ``aliases`` is a YAML/CSV list of canonical
+    start with a date, ``dates_from_timestamps`` by when they were made (docs/ingest.md,
+    "Dates"). What the user gave a live document before stays (docs/ingest.md, "Re-ingest");
+    ``report.changes`` lists each field this ingest changes. ``aliases`` is a YAML/CSV list of canonical
     names and their other spellings, kept by the collection (docs/ingest.md, "Entities").
     """
     started = time.monotonic()
@@ -289,8 +284,8 @@ def ingest(
     report = IngestReport(collection=collection)
     user_aliases = alias_keys(read_alias_file(aliases)) if aliases is not None else {}
     loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
-                   _ocr.tesseract_language(info.ts_config))
-    docs = _keep_stored(db, info, loaded, overrides)
+                   dates_from_timestamps, _ocr.tesseract_language(info.ts_config))
+    docs, stored = _settle(db, info, loaded)
     report.documents = len(docs)
     report.undated = sum(is_undated(doc) for doc in docs)
     hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}
@@ -298,6 +293,12 @@ def ingest(
         existing = find_versions(conn, info, list(hashes.items()))
     fresh = [d for d in docs if (d.document_id, hashes[d.document_id]) not in existing]
     report.unchanged = len(docs) - len(fresh)
+    report.changes = [change for doc in fresh if doc.document_id in stored
+                      for change in changes(doc, stored[doc.document_id])]
+    # an unchanged version records where its values come from now (a catalogue may give what
+    # the file gave): the next run keeps what the user gave
+    sources = {existing[(d.document_id, hashes[d.document_id])]: record(d)
+               for d in docs if (d.document_id, hashes[d.document_id]) in existing}
 
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)
@@ -314,6 +315,7 @@ def ingest(
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")
         lock_versions(conn, info, existing.values())  # gc may have run since find_versions
+        record_provenance(conn, info, sources)
         new_pks = _store_versions(conn, info, chunked, vectors, mentions, hashes, spec,
                                   corpus_version, report)
         _store_aliases(conn, info, user_aliases, bool(new_pks), report)
@@ -353,7 +355,7 @@ def _store_versions(
         new_pks[doc.document_id] = insert_version(
             conn, info, document_id=doc.document_id, content_hash=hashes[doc.document_id],
             source=doc.source, chunks=chunks, vectors=vectors[offset: offset + len(chunks)],
-            spec=spec, corpus_version=corpus_version,
+            spec=spec, corpus_version=corpus_version, provenance=record(doc),
         )
         insert_chunk_entities(
             conn, info, new_pks[doc.document_id],

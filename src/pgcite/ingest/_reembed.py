@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -47,10 +48,12 @@ _DRAFT_FIELDS = (
 class _StoredDocument:
     """One member version of the active snapshot: its chunks, as stored."""
 
-    def __init__(self, content_hash: str, source: str, corpus_version: str | None) -> None:
+    def __init__(self, content_hash: str, source: str, corpus_version: str | None,
+                 provenance: dict[str, Any] | None) -> None:
         self.content_hash = content_hash
         self.source = source
         self.corpus_version = corpus_version
+        self.provenance = provenance  # what the user gave it stays with the new version
         self.chunks: list[ChunkDraft] = []
 
 
@@ -110,7 +113,8 @@ def _stored_documents(
     conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int
 ) -> dict[str, _StoredDocument]:
     query = sql.SQL(
-        "SELECT v.document_id, v.content_hash, v.source, c.corpus_version, {fields}"
+        "SELECT v.document_id, v.content_hash, v.source, v.provenance, c.corpus_version,"
+        " {fields}"
         " FROM {s}.snapshot_members m JOIN {s}.versions v USING (version_pk)"
         " JOIN {s}.chunks c USING (version_pk)"
         " WHERE m.snapshot_id = %s ORDER BY v.document_id, c.ordinal"
@@ -122,7 +126,8 @@ def _stored_documents(
             doc = docs.get(row["document_id"])
             if doc is None:
                 doc = docs[row["document_id"]] = _StoredDocument(
-                    row["content_hash"], row["source"] or "", row["corpus_version"])
+                    row["content_hash"], row["source"] or "", row["corpus_version"],
+                    row["provenance"])
             doc.chunks.append(ChunkDraft(**{f: row[f] for f in _DRAFT_FIELDS}))
     return docs
 
@@ -169,6 +174,7 @@ def _store(
                 conn, info, document_id=doc_id, content_hash=hashes[doc_id], source=doc.source,
                 chunks=doc.chunks, vectors=vectors[offset: offset + n],
                 spec=embedder.spec, corpus_version=doc.corpus_version,
+                provenance=doc.provenance,
             )
             report.new_versions += 1
             report.chunks_added += n

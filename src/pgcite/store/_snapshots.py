@@ -132,15 +132,18 @@ def insert_version(
     vectors: Vectors,
     spec: EmbedderSpec,
     corpus_version: str | None,
+    provenance: dict[str, Any] | None = None,
 ) -> int:
-    """Store one document version and its chunks; returns its version_pk."""
+    """Store one document version and its chunks; returns its version_pk. ``provenance``: the
+    document's fields and where each came from (ingest/_provenance.py)."""
     row = conn.execute(
         sql.SQL(
-            "INSERT INTO {s}.versions (document_id, content_hash, source, n_chunks)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (document_id, content_hash) DO UPDATE"
+            "INSERT INTO {s}.versions (document_id, content_hash, source, n_chunks, provenance)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (document_id, content_hash) DO UPDATE"
             " SET n_chunks = EXCLUDED.n_chunks RETURNING version_pk, xmax = 0"
         ).format(s=info.schema_id),
-        (document_id, content_hash, source, len(chunks)),
+        (document_id, content_hash, source, len(chunks),
+         Jsonb(provenance) if provenance is not None else None),
     ).fetchone()
     assert row is not None
     version_pk, inserted = row
@@ -180,28 +183,49 @@ def member_versions(conn: psycopg.Connection, info: CollectionInfo, snapshot_id:
 
 def document_attributes(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
                         document_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Stored document-level fields of these documents in a snapshot, as their chunks carry
-    them: author, corpus, metadata and title of the first chunk, and the date range when every
-    chunk has the same one (``dates`` is ``None`` otherwise)."""
+    """Stored document-level fields of these documents in a snapshot: the version's recorded
+    ``provenance`` (None for a version stored before it was recorded), and as the chunks carry
+    them: author, corpus, metadata, title and locator of the first chunk, and the date range
+    when every chunk has the same one (``dates`` is ``None`` otherwise)."""
     if not document_ids:
         return {}
     rows = conn.execute(
         sql.SQL(
-            "SELECT v.document_id, (array_agg(c.author ORDER BY c.ordinal))[1],"
+            "SELECT v.document_id, v.provenance, (array_agg(c.author ORDER BY c.ordinal))[1],"
             " (array_agg(c.corpus ORDER BY c.ordinal))[1],"
             " (array_agg(c.title ORDER BY c.ordinal))[1],"
+            " (array_agg(c.locator ORDER BY c.ordinal))[1],"
             " (array_agg(c.metadata ORDER BY c.ordinal))[1],"
             " min(c.date_start), max(c.date_end),"
             " bool_and(c.date_start IS NOT NULL) AND count(DISTINCT (c.date_start, c.date_end)) = 1"
             " FROM {s}.snapshot_members m JOIN {s}.versions v USING (version_pk)"
             " JOIN {s}.chunks c USING (version_pk)"
-            " WHERE m.snapshot_id = %s AND v.document_id = ANY(%s) GROUP BY v.document_id"
+            " WHERE m.snapshot_id = %s AND v.document_id = ANY(%s)"
+            " GROUP BY v.document_id, v.provenance"
         ).format(s=info.schema_id),
         (snapshot_id, list(document_ids)),
     ).fetchall()
-    return {doc: {"author": author, "corpus": corpus, "title": title, "metadata": metadata,
+    return {doc: {"provenance": provenance, "author": author, "corpus": corpus, "title": title,
+                  "locator": locator, "metadata": metadata,
                   "dates": (start, end) if uniform else None}
-            for doc, author, corpus, title, metadata, start, end, uniform in rows}
+            for doc, provenance, author, corpus, title, locator, metadata, start, end, uniform
+            in rows}
+
+
+def record_provenance(conn: psycopg.Connection, info: CollectionInfo,
+                      provenance: dict[int, dict[str, Any]]) -> None:
+    """Record what an unchanged version's document says and where from (version_pk -> JSON):
+    the same values may come from a new source (a catalogue now gives the date the file gave),
+    which a later ingest must know. Not content: the version's chunks stay as they are."""
+    if not provenance:
+        return
+    conn.execute(
+        sql.SQL("UPDATE {s}.versions v SET provenance = p.provenance"
+                " FROM unnest(%s::bigint[], %s::jsonb[]) AS p(version_pk, provenance)"
+                " WHERE v.version_pk = p.version_pk"
+                " AND v.provenance IS DISTINCT FROM p.provenance").format(s=info.schema_id),
+        (list(provenance), [Jsonb(p) for p in provenance.values()]),
+    )
 
 
 def build_snapshot(

@@ -127,9 +127,9 @@ def test_units_never_share_a_chunk_and_ordinals_run_across_units() -> None:
     chunks = chunk_document(d, count_tokens=words, max_tokens=100)
     assert [(c.id, c.ordinal, c.body, c.locator, c.title) for c in chunks] == [
         ("d-a", 0, "First page.", "p. 1", "Report"),
-        ("d-b", 1, "Second page.", "p. 2", "Section"),
+        ("d-b", 1, "Second page.", "p. 2", "Report > Section"),  # titled within its document
     ]
-    assert chunks[1].citation == "Section, s.txt, p. 2"
+    assert chunks[1].citation == "Report > Section, s.txt, p. 2"
 
 
 def test_paragraphs_are_packed_greedily_and_keep_breaks() -> None:

@@ -91,9 +91,32 @@ def format_citation(
     source: str | None,
     locator: str | None,
 ) -> str:
-    """Caption-ready citation, e.g. ``Samuel Pepys, 2nd, 1666-09-12, chapter-7.xhtml``."""
-    parts = [author, title, _format_dates(date_start, date_end), source, locator]
+    """Caption-ready citation, e.g. ``Samuel Pepys, 2nd, 1666-09-12, chapter-7.xhtml``. A
+    locator the title ends with already (a section's heading path) is not said twice."""
+    parts = [author, title, _format_dates(date_start, date_end), source,
+             None if _says(title, locator) else locator]
     return ", ".join(p.strip() for p in parts if p and p.strip())
+
+
+def _says(title: str | None, locator: str | None) -> bool:
+    """Whether ``title`` ends with ``locator`` (``Notes > Expenses`` says ``Expenses``)."""
+    if not title or not locator:
+        return False
+    return title == locator or title.endswith(f" > {locator}")
+
+
+def chunk_title(doc: Document, heading: str | None) -> str | None:
+    """A chunk's title: its document's, then the heading path of its section, if any
+    (``Field notes > Arthington valley``). The keyword leg reads it (the ``title`` column is
+    indexed with the body) and the context header shows it, so a document is found by its
+    title and a section by its headings. A path that starts at the title already (a Markdown
+    file titled by its ``#`` heading) is not prefixed again, nor is a section's path prefixed
+    with a title made up from the file name."""
+    title = doc.title
+    if heading is None or title is None or heading == title \
+            or heading.startswith(f"{title} > ") or doc.provenance.get("title") == "name":
+        return heading or title
+    return f"{title} > {heading}"
 
 
 def _format_dates(start: dt.date | None, end: dt.date | None) -> str | None:
@@ -112,8 +135,10 @@ def context_header(
     author: str | None,
 ) -> str:
     """One line of document context, only the parts that exist, e.g.
-    ``Diary — 12 September 1666 — Samuel Pepys`` ("" when there are none)."""
-    parts = [title, locator, _spoken_dates(date_start, date_end), author]
+    ``Diary — 12 September 1666 — Samuel Pepys`` ("" when there are none). A locator the title
+    ends with already is not repeated."""
+    parts = [title, None if _says(title, locator) else locator,
+             _spoken_dates(date_start, date_end), author]
     header = HEADER_SEPARATOR.join(" ".join(p.split()) for p in parts if p and p.strip())
     if len(header) <= HEADER_MAX_CHARS:
         return header
@@ -173,7 +198,7 @@ def chunk_document(
         )
     drafts: list[ChunkDraft] = []
     for unit in doc.units:
-        title = unit.title or doc.title
+        title = chunk_title(doc, unit.title)
         # Every chunk of a unit has the same context: measure it on a body-less draft.
         context = embedding_context(_draft(doc, unit, title, "", 0), contextual)
         # "llm": room for the situating sentence, written after chunking (at most this long)

@@ -54,11 +54,13 @@ class DocumentsRemoved(CamelModel):
     gate: str | None = None  # the activation gate's outcome, when the collection has one
 
 
-# One row per document: the first chunk's title/author/corpus (a document's chunks share them),
-# the earliest start and latest end date over its chunks.
+# One row per document: its title (as its version recorded it: a section chunk's title ends
+# with its headings; else the first chunk's), the first chunk's author/corpus (a document's
+# chunks share them), the earliest start and latest end date over its chunks.
 _LIST_SQL = """
 SELECT c.document_id,
-       (array_agg(c.title ORDER BY c.ordinal))[1],
+       CASE WHEN v.provenance IS NULL THEN (array_agg(c.title ORDER BY c.ordinal))[1]
+            ELSE v.provenance->>'title' END,
        min(c.date_start), max(coalesce(c.date_end, c.date_start)),
        (array_agg(c.author ORDER BY c.ordinal))[1],
        (array_agg(c.corpus ORDER BY c.ordinal))[1],
@@ -67,7 +69,7 @@ FROM {s}.snapshot_members m
 JOIN {s}.versions v USING (version_pk)
 JOIN {s}.chunks c USING (version_pk)
 WHERE m.snapshot_id = %(sid)s
-GROUP BY c.document_id, v.source
+GROUP BY c.document_id, v.source, v.provenance
 ORDER BY min(c.date_start) NULLS LAST, c.document_id
 LIMIT %(limit)s OFFSET %(offset)s
 """

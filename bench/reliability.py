@@ -689,6 +689,9 @@ def main() -> None:
     args = parser.parse_args()
     mode_name = "short" if args.short else "long"
     mode = SHORT if args.short else LONG
+    # its servers stop with their last process (no keeper keeps them warm): it deletes their
+    # data directory at the end, and checks that nothing is left running
+    os.environ.setdefault("PGCITE_SERVER_IDLE_S", "0")
     started = time.monotonic()
     # A SIGTERM (a CI timeout) unwinds like an exception: the server child is stopped, the
     # temporary directory removed, and the embedded database stopped by its exit handler.

@@ -4,6 +4,7 @@ packaged MiniLM model, on small fixtures."""
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -13,6 +14,11 @@ import pytest
 
 import pgcite
 from pgcite.config import Settings
+
+# Every embedded server of the tests (and of the pgcite processes they start, which inherit
+# this) stops with its last process, as the tests expect: no keeper keeps it warm. The tests of
+# the keeper (test_process.py) set their own idle time.
+os.environ["PGCITE_SERVER_IDLE_S"] = "0"
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DIARY = FIXTURES / "diary" / "entries.jsonl"

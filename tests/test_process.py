@@ -212,3 +212,110 @@ def test_messages_do_not_wrap_at_the_terminal_width(data_dir: Path) -> None:
         assert "Error: Invalid value for '--cutoff': " in usage.stderr, usage.stderr
         assert "does not match the formats '%Y-%m-%d'." in usage.stderr, usage.stderr
     assert _gone(data_dir)
+
+
+# --- the keeper: warm between commands, stopped once idle, never kept up by the dead -----------
+
+
+HOLD = """
+import sys, time
+import pgcite
+from pgcite.config import Settings
+client = pgcite.Client(Settings(data_dir=sys.argv[1]))
+with client.connection() as conn:
+    conn.execute("SELECT 1")
+print("ready", flush=True)
+time.sleep(600)
+"""  # a process using the server (an ingest, say) until it is killed
+
+
+def keepers(data_dir: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "_keeper.py" in cmdline and str(data_dir.resolve()) in cmdline:
+            found.append(proc)
+    return found
+
+
+def no_keeper(data_dir: Path, within_s: float = 15.0) -> bool:
+    """The keeper exits once it has stopped the server (pg_ctl returns after the postmaster)."""
+    deadline = time.monotonic() + within_s
+    while keepers(data_dir):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def holder(data_dir: Path, **env: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(data_dir)], env=_env(data_dir, **env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.stderr
+    return proc
+
+
+def test_the_server_stays_warm_for_the_idle_time_then_stops(data_dir: Path) -> None:
+    first = pgcite(data_dir, "collection", "list", "--json", PGCITE_SERVER_IDLE_S="4")
+    assert first.returncode == 0, first.stderr
+    (server,) = postmasters(data_dir)  # the command is gone; the server stays
+    assert len(keepers(data_dir)) == 1 and handles(data_dir) == "[]"
+    again = pgcite(data_dir, "collection", "list", "--json", PGCITE_SERVER_IDLE_S="4")
+    assert again.returncode == 0, again.stderr
+    assert [p.pid for p in postmasters(data_dir)] == [server.pid]  # joined, not restarted
+    assert len(keepers(data_dir)) == 1  # one keeper, whoever joins
+    assert _gone(data_dir, within_s=4 + 20), "the idle server was never stopped"
+    assert no_keeper(data_dir) and handles(data_dir) == "[]"
+    assert not (data_dir.resolve() / "pg18" / "pgcite-keeper.pid").exists()
+
+
+def test_a_sigkilled_holder_does_not_keep_the_server_alive(data_dir: Path) -> None:
+    """Nobody runs an exit handler: the keeper drops the dead pid and stops the server once
+    idle (issue 37 E)."""
+    proc = holder(data_dir, PGCITE_SERVER_IDLE_S="2")
+    assert str(proc.pid) in handles(data_dir) and keepers(data_dir)
+    proc.kill()
+    proc.communicate(timeout=DEADLINE_S)
+    assert _gone(data_dir, within_s=2 + 20), f"a dead holder kept it running: {handles(data_dir)}"
+    assert no_keeper(data_dir)
+
+
+def test_serve_stops_the_server_though_an_ingest_beside_it_was_killed(data_dir: Path) -> None:
+    """serve + a process killed with -9 (left a zombie: its parent has not reaped it), then
+    SIGINT to serve: the last live process stops the server (no keeper: idle 0)."""
+    proc, base = _start_serve(data_dir)
+    other = holder(data_dir)
+    os.kill(other.pid, signal.SIGKILL)  # not reaped yet: a zombie still "exists"
+    time.sleep(0.5)
+    assert str(other.pid) in handles(data_dir)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=DEADLINE_S)
+    try:
+        assert _gone(data_dir), f"the killed process kept PostgreSQL up:\n{out}"
+        assert handles(data_dir) == "[]"
+    finally:
+        other.communicate(timeout=DEADLINE_S)
+
+
+def test_a_warm_server_whose_data_dir_is_deleted_is_stopped() -> None:
+    path = Path(tempfile.mkdtemp(prefix="pgcite-proc-gone-"))
+    try:
+        done = pgcite(path, "collection", "list", "--json", PGCITE_SERVER_IDLE_S="600")
+        assert done.returncode == 0, done.stderr
+        assert postmasters(path) and keepers(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    assert _gone(path, within_s=20), "a server left running on a deleted data directory"
+    assert no_keeper(path)
+
+
+def test_a_broken_pdf_fails_in_one_line_without_pypdf_s_own(data_dir: Path) -> None:
+    """pypdf logs "EOF marker not found" on its way to the error the failure line reports."""
+    broken = data_dir / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4\n1 0 obj<<>>endobj\n")
+    assert pgcite(data_dir, "collection", "create", "pdfs").returncode == 0
+    done = pgcite(data_dir, "ingest", "pdfs", str(broken), "--no-progress")
+    assert done.returncode == 1
+    assert f"failed: {broken}: not a readable PDF" in done.stderr, done.stderr
+    assert "EOF marker" not in done.stderr.replace("not a readable PDF", ""), done.stderr
+    assert _gone(data_dir)

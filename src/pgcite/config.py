@@ -51,6 +51,12 @@ class Settings(BaseSettings):
     embedded_shared_buffers: str | None = Field(
         default=None, pattern=r"^[1-9][0-9]*(kB|MB|GB|TB)$",
         description="shared_buffers of the embedded server; unset = a quarter of the memory")
+    # How long the embedded server outlives the last process using it, so that the next command
+    # finds it running (starting it costs most of a second); a keeper process stops it then, and
+    # also when its users died by SIGKILL (pgcite/store/_keeper.py). 0: the last process stops it.
+    server_idle_s: float = Field(
+        default=60.0, ge=0, le=86400,
+        description="seconds the embedded server stays up after its last process; 0 = none")
     # Models derived on this machine (ONNX exports), keyed by their weights' hash: a cache that
     # every data dir on the machine shares (a file is written whole, then renamed, so
     # concurrent exports of the same model are safe), not one export per data dir.

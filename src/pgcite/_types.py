@@ -12,39 +12,23 @@ chunk: a chunk belongs to exactly one unit, so it carries exactly one date and o
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite._errors import ConfigError
+# The retrieval modes and fusions, re-exported: spelled out in _modes, which the CLI's help reads
+# without loading pydantic's models.
+from pgcite._modes import DEFAULT_FUSION as DEFAULT_FUSION
+from pgcite._modes import FUSIONS as FUSIONS
+from pgcite._modes import MODES as MODES
+from pgcite._modes import Fusion as Fusion
+from pgcite._modes import Mode as Mode
+from pgcite._modes import parse_fusion as parse_fusion
+from pgcite._modes import parse_mode as parse_mode
 
 # What the embedder reads before a chunk's body: its title (``off``), or a one-line header of its
 # document context -- title, locator, dates, author (``header``). The stored body never changes.
 Contextual = Literal["off", "header", "llm"]
-
-# The retrieval modes and fusions: the one place they are spelled out (MODES for messages).
-Mode = Literal["keyword", "vector", "hybrid"]
-MODES: tuple[Mode, ...] = get_args(Mode)
-Fusion = Literal["convex", "rrf"]
-FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
-DEFAULT_FUSION: Fusion = "convex"
-
-
-def parse_mode(value: str) -> Mode:
-    """``value`` as a Mode (CLI and HTTP text), or a ConfigError naming the modes."""
-    for mode in MODES:
-        if value == mode:
-            return mode
-    raise ConfigError(f"unknown mode {value!r}", hint="use " + ", ".join(MODES))
-
-
-def parse_fusion(value: str) -> Fusion:
-    """``value`` as a Fusion, or a ConfigError naming the fusions."""
-    for fusion in FUSIONS:
-        if value == fusion:
-            return fusion
-    raise ConfigError(f"unknown fusion {value!r}", hint="use " + " or ".join(FUSIONS))
-
 
 # The metadata keys units set (OCR region and confidence, an HTML figure): chunks carry them
 # beside the document's metadata, so they are not document metadata when read back.

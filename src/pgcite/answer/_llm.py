@@ -8,9 +8,8 @@ raises :class:`GeneratorError`; the pipeline then answers extractively and says 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pgcite.answer._context import render_context
@@ -20,6 +19,9 @@ from pgcite.llm import make_chat_model as _make_chat_model
 
 GeneratorKind = Literal["extractive", "openai", "anthropic", "llama-cpp"]
 GENERATOR_KINDS: tuple[str, ...] = ("extractive", "openai", "anthropic", "llama-cpp")
+
+if TYPE_CHECKING:  # imported where a request is made: a command without one does without it
+    import httpx
 
 
 def system_prompt(request: GenerationRequest) -> str:

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from pgcite.cli._common import JsonOption, client, console, emit_json, fail, user_errors
-from pgcite.embed._registry import DEFAULT_EMBEDDER, KNOWN
+from pgcite.embed._ids import DEFAULT_EMBEDDER, KNOWN
 
 app = typer.Typer(help="Create, list, inspect and drop collections.", no_args_is_help=True)
 

@@ -9,15 +9,17 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel, ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from pgcite._errors import PgciteError
-from pgcite._types import MODES
-from pgcite.config import Settings
+from pgcite._modes import MODES
+
+if TYPE_CHECKING:  # imported when a command runs: `pgcite --help` does without them
+    from pgcite.config import Settings
 
 # soft_wrap: a line is never broken at the terminal width (a long path would split an error a
 # script greps for); the terminal folds it for the eye. Tables still fit the width.
@@ -48,6 +50,10 @@ def set_global(data_dir: Path | None, database_url: str | None) -> None:
 
 
 def settings() -> Settings:
+    from pydantic import ValidationError
+
+    from pgcite.config import Settings
+
     overrides: dict[str, Any] = {}
     if _state.get("data_dir") is not None:
         overrides["data_dir"] = _state["data_dir"]
@@ -75,6 +81,8 @@ def client() -> Any:
 
 
 def emit_json(payload: Any) -> None:
+    from pydantic import BaseModel
+
     if isinstance(payload, BaseModel):
         text = payload.model_dump_json(indent=2)
     else:
@@ -88,9 +96,10 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
 
 
 def fail(message: str, hint: str | None = None, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    # escaped: text in brackets is not markup ('pgcite[mcp]' was printed as 'pgcite')
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     if hint:
-        err_console.print(f"[dim]hint:[/] {hint}", highlight=False)
+        err_console.print(f"[dim]hint:[/] {escape(hint)}", highlight=False)
     return typer.Exit(code)
 
 

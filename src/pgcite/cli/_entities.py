@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -18,7 +18,9 @@ from pgcite.cli._common import (
     err_console,
     user_errors,
 )
-from pgcite.retrieve._entities import EntitiesResult
+
+if TYPE_CHECKING:
+    from pgcite.retrieve._entities import EntitiesResult
 
 
 def print_entities(result: EntitiesResult) -> None:

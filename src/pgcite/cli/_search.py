@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -33,7 +34,9 @@ from pgcite.cli._stages import (
     print_stage_events,
     stage_overrides,
 )
-from pgcite.retrieve._hits import Hit, SearchResult
+
+if TYPE_CHECKING:
+    from pgcite.retrieve._hits import Hit, SearchResult
 
 
 def _excerpt(text: str, width: int = 160) -> str:
@@ -66,12 +69,17 @@ def warn_undated(count: int | None) -> None:
                           "--date, --catalogue)", highlight=False, soft_wrap=True)
 
 
-def print_hits(result: SearchResult, *, explain: bool) -> None:
+def print_hits(result: SearchResult, *, explain: bool,
+               day_label: Callable[[Hit], str | None] | None = None) -> None:
+    """The hits, one cited passage each; ``day_label``: the source's own name of a hit's day,
+    shown beside its date (the demo's diary: Pepys's Old-Style labels)."""
     warn_undated(result.undated_excluded)
     if not result.hits:
         console.print("no passages match (the filters may exclude everything)")
     for hit in result.hits:
         date = hit.date_start.isoformat() if hit.date_start else "undated"
+        if day_label is not None and (label := day_label(hit)):
+            date = f"{date} \\[{escape(label)}]"
         console.print(f"[bold]{hit.rank}. \\[{escape(hit.id)}][/]  {date}  "
                       f"[dim]{escape(hit.citation)}[/]", highlight=False)
         console.print(f"   {highlighted(hit)}", highlight=False)

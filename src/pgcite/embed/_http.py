@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import httpx
 import numpy as np
 
 from pgcite._errors import EmbedderError
 from pgcite.embed._base import EmbedderSpec, Vectors, normalize
 
 Flavour = Literal["openai", "tei", "ollama"]
+
+if TYPE_CHECKING:  # imported where a request is made: a command without one does without it
+    import httpx
 
 
 class HttpEmbedder:
@@ -30,6 +32,8 @@ class HttpEmbedder:
         max_tokens: int = 512,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        import httpx
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
             base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
@@ -59,6 +63,8 @@ class HttpEmbedder:
         return list(body["embeddings"])
 
     def _call(self, texts: list[str]) -> Vectors:
+        import httpx
+
         path, payload = self._request(texts)
         try:
             response = self._client.post(path, json=payload)

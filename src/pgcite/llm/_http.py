@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from pgcite.llm._types import LLMError
+
+if TYPE_CHECKING:  # imported where a request is made: a command without one does without it
+    import httpx
 
 MAX_RESPONSE_BYTES = 1 << 20
 
@@ -36,9 +37,13 @@ class HttpJsonClient:
             raise LLMError(f"{self.name}: base URL must start with http:// or https://")
         self.base_url = base_url.rstrip("/")
         self.timeout_s: float | None = timeout_s
+        import httpx
+
         self._http = httpx.Client(timeout=httpx.Timeout(timeout_s), transport=transport)
 
     def post_json(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> Any:
+        import httpx
+
         timeout = self.timeout_s or 0.0
         deadline = time.monotonic() + timeout
         try:

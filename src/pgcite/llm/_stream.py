@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from pgcite.llm._http import MAX_RESPONSE_BYTES, OpenAIChat
 from pgcite.llm._types import ChatModel, LLMError
+
+if TYPE_CHECKING:  # imported where a request is made: a command without one does without it
+    import httpx
 
 
 def chat_stream(chat: ChatModel, system: str, user: str, *, max_tokens: int = 256
@@ -28,6 +29,8 @@ def chat_stream(chat: ChatModel, system: str, user: str, *, max_tokens: int = 25
 
 
 def _openai(chat: OpenAIChat, system: str, user: str, max_tokens: int) -> Iterator[str]:
+    import httpx
+
     headers = {"Authorization": f"Bearer {chat.api_key}"} if chat.api_key else {}
     body = {"model": chat.model, "temperature": 0, "max_tokens": max_tokens, "stream": True,
             "messages": [{"role": "system", "content": system},

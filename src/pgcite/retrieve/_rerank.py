@@ -21,9 +21,8 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-import httpx
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -38,6 +37,9 @@ SUGGESTED_MODELS = (
     "BAAI/bge-reranker-base",
     "mixedbread-ai/mxbai-rerank-xsmall-v1",
 )
+
+if TYPE_CHECKING:  # imported where a request is made: a command without one does without it
+    import httpx
 
 
 class RerankError(PgciteError):

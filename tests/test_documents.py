@@ -34,9 +34,9 @@ def test_list_shows_dates_corpus_and_chunks(docs_col: pgcite.Collection,
     docs = {d["id"]: d for d in json.loads(out.output)}
     assert len(docs) == 12
     fire = docs["d-1666-09-02"]
-    assert (fire["dateStart"], fire["corpus"], fire["author"], fire["chunks"]) == (
+    assert (fire["date"], fire["corpus"], fire["author"], fire["chunks"]) == (
         "1666-09-02", "A", "Samuel Pepys", 1)
-    assert docs["n-undated"]["dateStart"] is None
+    assert docs["n-undated"]["date"] is None
     assert list(docs)[-1] == "n-undated"  # oldest first, undated last
     human = cli(settings, "documents", "list", docs_col.name)
     assert human.exit_code == 0 and "d-1660-01-01" in human.output and "1660-01-01" in human.output

@@ -56,7 +56,7 @@ def test_langchain_matches_collection_search(diary: pgcite.Collection) -> None:
         assert [d.page_content for d in docs] == [h.body for h in expected]
         assert [d.metadata["score"] for d in docs] == pytest.approx([h.score for h in expected])
     top = retriever.invoke("the great fire in the City")[0].metadata
-    assert top["date_start"] == "1666-09-02" and top["author"] == "Samuel Pepys"
+    assert top["date"] == top["date_start"] == "1666-09-02" and top["author"] == "Samuel Pepys"
     assert top["keyword_rank"] is not None and top["vector_rank"] is not None
     assert top["fields"]["place"] == "London"
 
@@ -106,7 +106,7 @@ def test_llamaindex_matches_collection_search(diary: pgcite.Collection) -> None:
         assert [n.node.get_content() for n in nodes] == [h.body for h in expected]
     top = retriever.retrieve("the great fire in the City")[0].node
     assert top.metadata["citation_id"] == top.node_id
-    assert top.metadata["date_start"] == "1666-09-02"
+    assert top.metadata["date"] == "1666-09-02"
     # what a model sees of the node: the citation id and date, not the retrieval bookkeeping
     from llama_index.core.schema import MetadataMode
     shown = top.get_content(metadata_mode=MetadataMode.LLM)

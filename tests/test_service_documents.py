@@ -44,7 +44,7 @@ def test_documents_list_delete_and_pinned_search(api: TestClient, client: pgcite
     assert resp.status_code == 200, resp.text
     page = resp.json()
     assert [d["id"] for d in page] == ["d-1660-01-01", "d-1660-03-15", "d-1661-04-23"]
-    assert page[0]["dateStart"] == "1660-01-01" and page[0]["chunks"] == 1
+    assert page[0]["date"] == "1660-01-01" and page[0]["chunks"] == 1
     active = col.active_snapshot().snapshot_id
 
     # deleting: admin only; an unknown id is a 400 and builds nothing

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from pgcite.cli._common import JsonOption, console, emit_json, fail, settings, user_errors
 from pgcite.cli._ingest import print_report
@@ -26,6 +27,23 @@ SAMPLE_QUESTIONS: list[tuple[str, dt.date | None]] = [
     ("How did Pepys feel about his own money and savings?", None),
     ("Who was blamed for starting the fire?", dt.date(1666, 10, 31)),
 ]
+
+
+# The diary's dates are the edition's: Gregorian equivalents of Pepys's Old-Style (Julian) dates,
+# 10 days on (shared/data/pepys-diary/SOURCE.txt). A historian reads "1666-09-12" as the wrong
+# day for the Fire unless told, so the demo says so, and shows his own day labels beside them.
+CALENDAR = ("Dates are New Style (Gregorian), as the edition gives them. Pepys wrote in the Old "
+            "Style (Julian) calendar, then 10 days behind: the Fire he dated 2 September 1666 is "
+            "1666-09-12 here, and a --cutoff is a New Style day. His own day labels are kept with "
+            "each entry (metadata date_label and section) and shown in brackets: [O.S. ...].")
+
+
+def pepys_day(hit: Any) -> str | None:
+    """Pepys's own label of an entry's day, from its metadata: ``O.S. 2nd (Lord’s day),
+    September 1666`` (None where the data has none)."""
+    label, month = hit.metadata.get("date_label"), hit.metadata.get("section")
+    parts = [str(p) for p in (label, month) if p]
+    return "O.S. " + ", ".join(parts) if parts else None
 
 
 def sample_path() -> Path:
@@ -102,12 +120,15 @@ def demo_command(
         except CollectionNotFound:
             col = client.create_collection(collection, language="english")
         if not json_out:
-            console.print(f"ingesting [bold]{path}[/] into collection [bold]{collection}[/] …")
+            console.print(f"ingesting [bold]{escape(str(path))}[/] into collection "
+                          f"[bold]{collection}[/] …")
         report = col.ingest([path], overrides=Overrides(author="Samuel Pepys", corpus="A"),
                             progress=not json_out)
         out["ingest"] = report.model_dump(mode="json")
         if not json_out:
             print_report(report)
+        if not json_out:
+            console.print(f"[dim]{escape(CALENDAR)}[/]", highlight=False)
         results = []
         for question, cutoff in SAMPLE_QUESTIONS:
             result = col.search(question, top_k=3, filters={"cutoff": cutoff})
@@ -115,7 +136,7 @@ def demo_command(
             if not json_out:
                 note = f"  (only entries up to {cutoff})" if cutoff else ""
                 console.rule(f"[bold]{question}[/]{note}")
-                print_hits(result, explain=False)
+                print_hits(result, explain=False, day_label=pepys_day)
         out["searches"] = results
         from pgcite.cli._ask import print_answer
 
@@ -128,6 +149,7 @@ def demo_command(
                 console.rule(f"[bold]answer: {question}[/]{note}")
                 print_answer(answer, trace=False)
         out["answers"] = answers
+    out["calendar"] = CALENDAR
     out["stored_in"] = _where(config)
     out["next"] = next_steps(collection)
     if json_out:

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import datetime as dt
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from pgcite.cli._common import JsonOption, client, console, emit_json, user_errors
+
+if TYPE_CHECKING:
+    from pgcite.store._documents import DocumentInfo
 
 app = typer.Typer(help="List the documents of a collection, or delete some (a new snapshot).",
                   no_args_is_help=True)
@@ -35,23 +41,65 @@ def list_(
     if not docs:
         console.print("no documents")
         return
-    # ids are what a reader copies into `documents delete` or a script parses: never cut, at any
-    # terminal width (the other columns give way)
-    table = Table()
-    table.add_column("id", no_wrap=True, min_width=max(len(d.id) for d in docs))
-    for name in ("title", "dates", "author", "corpus", "chunks"):
-        table.add_column(name)
+    console.print(document_table(docs, console.width))
+
+
+# The columns of `documents list`, in order; those left out when the terminal is too narrow for
+# all of them, least needed first; and the narrowest a cut column gets (cut with an ellipsis).
+_COLUMNS = ("id", "title", "dates", "author", "corpus", "chunks")
+_DROPPABLE = ("chunks", "corpus", "author")
+_CUT = {"title": 10, "author": 8, "corpus": 6}
+# the order in which they get what is left, and how wide each may get (None: all it needs)
+_GROW = (("title", 40), ("author", 24), ("corpus", 10), ("title", None), ("author", None))
+_GAP = 2  # between columns
+
+
+def document_table(docs: Sequence[DocumentInfo], width: int) -> Table:
+    """One line per document at any width, 80 columns included: ids (what a reader copies into
+    `documents delete`) and dates are never cut; titles, authors and corpora are cut with an
+    ellipsis (--json has them whole); no box (its rules took 16 of 80 columns); and if even
+    that does not fit, the chunks, then corpus, then author columns are left out."""
+    cells: dict[str, list[str]] = {name: [] for name in _COLUMNS}
     for d in docs:
-        dates = _dates(d.date_start, d.date_end)
-        table.add_row(escape(d.id), escape(d.title or ""), dates, escape(d.author or ""),
-                      escape(d.corpus or ""), str(d.chunks))
-    console.print(table)
+        for name, value in zip(_COLUMNS, (d.id, d.title or "", _dates(d.date_start, d.date_end),
+                                          d.author or "", d.corpus or "", str(d.chunks)),
+                               strict=True):
+            cells[name].append(value)
+    need = {name: max(len(name), *map(len, values)) for name, values in cells.items()}
+    widths = {name: min(need[name], _CUT.get(name, need[name])) for name in _COLUMNS}
+    shown = list(_COLUMNS)
+    for name in _DROPPABLE:
+        if sum(widths[c] for c in shown) + _GAP * (len(shown) - 1) <= width:
+            break
+        shown.remove(name)
+    # what is left goes to the cut columns: the title first, up to a point; then the rest
+    spare = width - sum(widths[c] for c in shown) - _GAP * (len(shown) - 1)
+    for name, cap in _GROW:
+        if name in shown and spare > 0:
+            grow = max(0, min(spare, min(need[name], cap or need[name]) - widths[name]))
+            widths[name] += grow
+            spare -= grow
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    for name in shown:
+        table.add_column(name, no_wrap=True, overflow="ellipsis", width=widths[name],
+                         justify="right" if name == "chunks" else "left")
+    for row in zip(*(cells[name] for name in shown), strict=True):
+        table.add_row(*map(escape, row))
+    return table
 
 
-def _dates(start: object, end: object) -> str:
+def _dates(start: dt.date | None, end: dt.date | None) -> str:
+    """``1851-05-02``, a range as short as it reads unambiguously: ``1851-05-02–03``,
+    ``1851-05-02–06-01``, ``1851-12-30–1852-01-02``."""
     if start is None:
         return "undated"
-    return str(start) if end in (None, start) else f"{start} – {end}"
+    if end is None or end == start:
+        return start.isoformat()
+    if (start.year, start.month) == (end.year, end.month):
+        return f"{start.isoformat()}–{end.day:02d}"
+    if start.year == end.year:
+        return f"{start.isoformat()}–{end.month:02d}-{end.day:02d}"
+    return f"{start.isoformat()}–{end.isoformat()}"
 
 
 @app.command()

@@ -44,10 +44,11 @@ def print_report(report: IngestReport) -> None:
                       highlight=False)
     for low in report.low_confidence:
         # One line per page, like failures: greppable.
-        err_console.print(f"[yellow]low OCR confidence:[/] {low.path} p. {low.page}: "
-                          f"{low.reason}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]low OCR confidence:[/] {escape(low.path)} p. {low.page}: "
+                          f"{escape(low.reason)}", highlight=False, soft_wrap=True)
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False,
+                          soft_wrap=True)
     if report.entity_model is not None:
         console.print(f"{report.entities} entity mentions ({report.entity_model})"
                       + (f", {report.aliases} aliases" if report.aliases else ""),
@@ -59,8 +60,8 @@ def print_report(report: IngestReport) -> None:
         print_snapshot_outcome(report.snapshot_id, report.activated, report.gate)
     for failure in report.failed:
         # One line per file whatever the terminal's width: greppable, and a file per line.
-        err_console.print(f"[red]failed:[/] {failure.path}: {failure.reason}", highlight=False,
-                          soft_wrap=True)
+        err_console.print(f"[red]failed:[/] {escape(failure.path)}: {escape(failure.reason)}",
+                          highlight=False, soft_wrap=True)
 
 
 def _shown(value: str | None) -> str:
@@ -74,7 +75,7 @@ def print_snapshot_outcome(snapshot_id: int | None, activated: bool, gate: str |
         return
     console.print(f"snapshot {snapshot_id} ({'active' if activated else 'built, not active'})")
     if gate is not None:
-        console.print(f"gate {gate}", highlight=False)
+        console.print(f"gate {escape(gate)}", highlight=False)
 
 
 def ingest_command(

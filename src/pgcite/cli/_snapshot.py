@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from pgcite.cli._common import (
@@ -202,7 +203,7 @@ def eval_(
             console.print(f"[green]would pass[/] the gate (against {against})")
         else:
             console.print(f"[red]would be refused[/] (against {against}): "
-                          + verdict.failure_text(), highlight=False)
+                          + escape(verdict.failure_text()), highlight=False)
 
 
 @app.command()
@@ -233,7 +234,7 @@ def activate(
         console.print(f"snapshot {snapshot} of [bold]{collection}[/] is active already")
         return
     for skipped in result.skipped:
-        err_console.print(f"[yellow]forced past:[/] {skipped}", highlight=False)
+        err_console.print(f"[yellow]forced past:[/] {escape(skipped)}", highlight=False)
     gate = "gate passed" if result.gated and not result.skipped else (
         "FORCED" if result.skipped else "no gate configured")
     console.print(f"snapshot {result.snapshot_id} of [bold]{collection}[/] is active "

@@ -56,8 +56,9 @@ def hit_metadata(hit: Hit, result: SearchResult) -> dict[str, Any]:
         "snapshot_id": result.snapshot_id,
         "author": hit.author,
         "corpus": hit.corpus,
-        "date_start": _iso(hit.date_start),
+        "date": _iso(hit.date_start),
         "date_end": _iso(hit.date_end),
+        "date_start": _iso(hit.date_start),  # the name before: kept for existing filters
         "source": hit.source,
         "locator": hit.locator,
         "title": hit.title,

@@ -3,7 +3,7 @@
 >>> from pgcite.integrations.langchain import PgciteRetriever
 >>> retriever = PgciteRetriever(collection=client.collection("diary"), cutoff="1666-12-31")
 >>> docs = retriever.invoke("the Great Fire")
->>> docs[0].id, docs[0].metadata["citation_id"], docs[0].metadata["date_start"]
+>>> docs[0].id, docs[0].metadata["citation_id"], docs[0].metadata["date"]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 >>> from pgcite.integrations.llamaindex import PgciteRetriever
 >>> retriever = PgciteRetriever(client.collection("diary"), cutoff="1666-12-31")
 >>> nodes = retriever.retrieve("the Great Fire")
->>> nodes[0].node.node_id, nodes[0].score, nodes[0].node.metadata["date_start"]
+>>> nodes[0].node.node_id, nodes[0].score, nodes[0].node.metadata["date"]
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class PassageOut(BaseModel):
     citation_id: str = Field(description="cite the passage as [citation_id]")
     text: str
     citation: str
-    date_start: dt.date | None
+    date: dt.date | None = Field(description="the passage's first day (ISO)")
     date_end: dt.date | None
     author: str | None
     corpus: str | None
@@ -83,7 +83,7 @@ class PassageWindowOut(BaseModel):
 
 def _from_hit(hit: Hit) -> PassageOut:
     return PassageOut(
-        citation_id=hit.id, text=hit.body, citation=hit.citation, date_start=hit.date_start,
+        citation_id=hit.id, text=hit.body, citation=hit.citation, date=hit.date_start,
         date_end=hit.date_end, author=hit.author, corpus=hit.corpus, source=hit.source,
         locator=hit.locator, title=hit.title, metadata=hit.metadata, rank=hit.rank,
         score=hit.score, keyword_rank=hit.keyword_rank, vector_rank=hit.vector_rank)
@@ -91,7 +91,7 @@ def _from_hit(hit: Hit) -> PassageOut:
 
 def _from_passage(p: Passage) -> PassageOut:
     return PassageOut(
-        citation_id=p.id, text=p.body, citation=p.citation, date_start=p.date_start,
+        citation_id=p.id, text=p.body, citation=p.citation, date=p.date_start,
         date_end=p.date_end, author=p.author, corpus=p.corpus, source=p.source,
         locator=p.locator, title=p.title, metadata=p.metadata)
 
@@ -146,7 +146,7 @@ def answer(access: Access, collection: str, question: str, *, top_k: int, filter
         snapshot_id=result.snapshot_id, notes=[f"{t.step}: {t.detail}" for t in result.trace],
         sources=[PassageOut(
             citation_id=s.id, text=s.excerpt, citation=s.citation,
-            date_start=dt.date.fromisoformat(s.date) if s.date else None, date_end=None,
+            date=dt.date.fromisoformat(s.date) if s.date else None, date_end=None,
             author=s.author, corpus=s.corpus, source=s.source, locator=s.locator, title=None,
             metadata={}, score=s.score) for s in result.sources],
     )

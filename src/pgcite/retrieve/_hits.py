@@ -1,7 +1,9 @@
 """What a search returns: passages with their citation ids and how each leg ranked them.
 
 JSON is camelCase (:mod:`pgcite._camel`), and a hit's passage text, first day and cosine
-distance are ``text``, ``date`` and ``distance`` -- the names of the HTTP API's hits.
+distance are ``text``, ``date`` and ``distance`` -- the names of the HTTP API's hits. ``date``
+is a passage's or document's first day on every surface (``Hit.date``, ``DocumentInfo.date``,
+the MCP tools, the integrations' metadata); ``date_start`` stays as its Python name too.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ class Hit(CamelModel):
     highlights: list[tuple[int, int]] = Field(
         default_factory=list, description="[start, end) of each matched word in snippet, "
         "in Unicode code points")
+
+    @property
+    def date(self) -> dt.date | None:
+        """The passage's first day (JSON ``date``; ``date_start`` is the same)."""
+        return self.date_start
 
 
 class StageEvent(CamelModel):

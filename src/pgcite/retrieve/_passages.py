@@ -37,6 +37,11 @@ class Passage(BaseModel):
     body: str
     metadata: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def date(self) -> dt.date | None:
+        """The passage's first day, named as on every surface (``date_start`` is the same)."""
+        return self.date_start
+
 
 class PassageWindow(BaseModel):
     """A passage with up to ``n`` neighbours either side (same document, same snapshot)."""

@@ -270,7 +270,12 @@ def _route(run: StageRun) -> None:
     elif route.name == "hyde" and not run.hyde:
         run.weights = VECTOR_HEAVY
     outcome = "fallback" if how.startswith("heuristic (LLM") else "applied"
-    run.note("route", outcome, f"{route.name} ({how}): {route.reason}", started)
+    detail = f"{route.name} ({how}): {route.reason}"
+    if route.name == "hyde" and not run.hyde:  # said as what ran: no HyDE without its model
+        why = ("no LLM configured" if run.models.chat is None else "HyDE on this route needs "
+               "--route-llm" if not run.stages.route_llm else "no vector leg in this mode")
+        detail = f"vector ({how}): {route.reason}; a vector-heavy hybrid, not HyDE ({why})"
+    run.note("route", outcome, detail, started)
     _note_overruled(run, route.name, started)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import psycopg
 from psycopg import sql
-from pydantic import ConfigDict
+from pydantic import AliasChoices, ConfigDict, Field
 
 from pgcite._camel import CAMEL, CamelModel
 from pgcite._errors import PgciteError
@@ -29,18 +29,25 @@ from pgcite.store._snapshots import (
 
 
 class DocumentInfo(CamelModel):
-    """One document of a snapshot, as its chunks describe it (JSON: camelCase)."""
+    """One document of a snapshot, as its chunks describe it (JSON: camelCase). Its first day
+    is ``date`` in JSON, as a search hit's is (``dateStart`` before: read still)."""
 
     model_config = ConfigDict(**CAMEL, frozen=True)
 
     id: str
     title: str | None
-    date_start: dt.date | None
+    date_start: dt.date | None = Field(serialization_alias="date", validation_alias=AliasChoices(
+        "date", "date_start", "dateStart"))
     date_end: dt.date | None
     author: str | None
     corpus: str | None
     source: str | None
     chunks: int
+
+    @property
+    def date(self) -> dt.date | None:
+        """The document's first day: the one name on every surface (``date_start`` is kept)."""
+        return self.date_start
 
 
 class DocumentsRemoved(CamelModel):

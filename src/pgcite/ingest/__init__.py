@@ -3,8 +3,9 @@
 from pgcite._types import ChunkDraft, Document, Unit
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._pipeline import IngestReport, ingest
+from pgcite.ingest._provenance import FieldChange
 
 __all__ = [
-    "ChunkDraft", "Document", "FieldMapping", "IngestReport", "Overrides", "Unit", "ingest",
+    "ChunkDraft", "Document", "FieldChange", "FieldMapping", "IngestReport", "Overrides", "Unit", "ingest",
     "iter_documents",
 ]

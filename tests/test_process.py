@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -63,8 +63,13 @@ def handles(data_dir: Path) -> str:
 
 
 def _gone(data_dir: Path, within_s: float = 15.0) -> bool:
+    return _none_within(lambda: postmasters(data_dir), within_s)
+
+
+def _none_within(found: Callable[[], list[psutil.Process]], within_s: float) -> bool:
+    """Whether ``found()`` comes back empty within ``within_s`` seconds."""
     deadline = time.monotonic() + within_s
-    while postmasters(data_dir):
+    while found():
         if time.monotonic() > deadline:
             return False
         time.sleep(0.2)
@@ -240,12 +245,7 @@ def keepers(data_dir: Path) -> list[psutil.Process]:
 
 def no_keeper(data_dir: Path, within_s: float = 15.0) -> bool:
     """The keeper exits once it has stopped the server (pg_ctl returns after the postmaster)."""
-    deadline = time.monotonic() + within_s
-    while keepers(data_dir):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.2)
-    return True
+    return _none_within(lambda: keepers(data_dir), within_s)
 
 
 def holder(data_dir: Path, **env: str) -> subprocess.Popen[str]:

@@ -1,7 +1,7 @@
 """The types every layer shares: what loaders produce and the chunker consumes (documents,
 units, chunk drafts), the retrieval modes and fusions (the gate's settings: _gate_settings.py).
 
-This module imports nothing of pgcite's but ``_errors``: store, retrieve and the lifecycle meet
+This module imports nothing of pgcite's but ``_modes``: store, retrieve and the lifecycle meet
 here instead of importing each other.
 
 A :class:`Document` is one source document (a diary entry, a file, a JSONL record) made of one or

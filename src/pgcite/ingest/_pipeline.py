@@ -296,9 +296,10 @@ def ingest(
     report.changes = [change for doc in fresh if doc.document_id in stored
                       for change in changes(doc, stored[doc.document_id])]
     # an unchanged version records where its values come from now (a catalogue may give what
-    # the file gave): the next run keeps what the user gave
-    sources = {existing[(d.document_id, hashes[d.document_id])]: record(d)
-               for d in docs if (d.document_id, hashes[d.document_id]) in existing}
+    # the file gave, an old version recorded none): the next run keeps what the user gave
+    sources = {existing[(d.document_id, hashes[d.document_id])]: record(d) for d in docs
+               if (d.document_id, hashes[d.document_id]) in existing and d.document_id in stored
+               and stored[d.document_id].sources != d.provenance}
 
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)

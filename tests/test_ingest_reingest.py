@@ -165,6 +165,13 @@ def test_walkthrough_reingest_without_the_catalogue_changes_nothing(
         out = human(col.name, str(folder), "--catalogue", str(catalogue))
         assert "changed: scan-pdf: date 1851-05-02 -> 1851-06-01 (catalogue)" in out
         assert by_document(col, "instruments")["scan-pdf"].date_start == dt.date(1851, 6, 1)
+        catalogue.write_text("file,date,title\nscan.pdf,1851-06,Inventory of instruments\n")
+        report = ingest(col.name, str(folder), "--catalogue", str(catalogue))
+        assert report["changes"] == [
+            {"document_id": "scan-pdf", "field": "date", "old": "1851-06-01",
+             "new": "1851-06-01/1851-06-30", "source": "catalogue"},
+            {"document_id": "scan-pdf", "field": "title", "old": "Inventory",
+             "new": "Inventory of instruments", "source": "catalogue"}]
     finally:
         client.drop_collection("reingest_walk")
 

@@ -107,9 +107,15 @@ def test_keys_are_required_and_scoped(api: TestClient, client: pgcite.Client,
     assert api.post(url, json={"query": "fire"}).status_code == 401
     bad = {"Authorization": "Bearer pgc_000000000000_" + "x" * 43}
     assert api.post(url, headers=bad, json={"query": "fire"}).status_code == 401
-    # a key for svc_other on diary_fixture: 403; an unknown collection: 404 for everyone
-    resp = api.post(url, headers=other_admin, json={"query": "fire"})
-    assert resp.status_code == 403 and "svc_other" not in resp.text
+    # another existing collection and an unknown one look the same to a key holder (same
+    # status, same body): a key cannot confirm names; 404 for everyone
+    other = api.post(url, headers=other_admin, json={"query": "fire"})
+    unknown = api.post("/v1/collections/no_such_one/search", headers=other_admin,
+                       json={"query": "fire"})
+    assert other.status_code == unknown.status_code == 404 and "svc_other" not in other.text
+    assert other.json()["detail"] == "no collection named 'diary_fixture'"
+    assert unknown.json() == {"detail": "no collection named 'no_such_one'"} == {
+        "detail": other.json()["detail"].replace("diary_fixture", "no_such_one")}
     for name in ("nope", "Bad-Name!"):
         resp = api.post(f"/v1/collections/{name}/search", headers=reader, json={"query": "x"})
         assert resp.status_code == 404 and resp.json()["detail"] == f"no collection named {name!r}"

@@ -54,7 +54,8 @@ def _postmaster_pid(client: pgcite.Client) -> int:
 
 
 def test_postmaster_kill_recovers_within_10s(own_client: pgcite.Client) -> None:
-    app = create_app(client=own_client, config=ServiceConfig(auth=False, warm_up=False))
+    app = create_app(client=own_client, config=ServiceConfig(
+        auth=False, warm_up=False, watch_database_s=0))
     with TestClient(app) as api:
         assert api.get("/v1/collections").status_code == 200
         old_pid = _postmaster_pid(own_client)
@@ -87,7 +88,8 @@ def test_async_search_path_recovers_after_a_postmaster_kill(own_client: pgcite.C
              ' of all morning.", "date": "1666-09-03"}\n')
     (tmp_path / "entries.jsonl").write_text(entry)
     own_client.create_collection("supervised").ingest([tmp_path / "entries.jsonl"])
-    app = create_app(client=own_client, config=ServiceConfig(auth=False, warm_up=False))
+    app = create_app(client=own_client, config=ServiceConfig(
+        auth=False, warm_up=False, watch_database_s=0))
     with TestClient(app) as api:
 
         def search() -> int:
@@ -108,3 +110,53 @@ def test_async_search_path_recovers_after_a_postmaster_kill(own_client: pgcite.C
             time.sleep(0.1)
         assert statuses[0] == 503 and statuses[-1] == 200, statuses
         assert all(search() == 200 for _ in range(3))
+
+
+def _kill_postmaster(client: pgcite.Client) -> int:
+    old_pid = _postmaster_pid(client)
+    os.kill(old_pid, signal.SIGKILL)
+    _wait_dead(old_pid)
+    return old_pid
+
+
+def test_readyz_alone_brings_the_database_back(own_client: pgcite.Client) -> None:
+    """A load balancer that calls only /readyz sees the service recover: /readyz itself looks at
+    the embedded server and starts its restart (no keyed request needed)."""
+    app = create_app(client=own_client, config=ServiceConfig(
+        auth=True, warm_up=False, watch_database_s=0))
+    with TestClient(app) as api:
+        assert api.get("/readyz").status_code == 200
+        killed, old_pid = time.monotonic(), _kill_postmaster(own_client)
+        statuses: list[int] = []
+        while time.monotonic() - killed < 10.0:
+            response = api.get("/readyz")
+            statuses.append(response.status_code)
+            if response.status_code == 200:
+                break
+            assert response.status_code == 503 and response.json()["hint"], response.text
+            time.sleep(0.2)
+        assert statuses[0] == 503 and statuses[-1] == 200, statuses
+        assert _postmaster_pid(own_client) != old_pid
+
+
+def test_the_service_restarts_a_dead_postmaster_with_no_request(
+        own_client: pgcite.Client) -> None:
+    app = create_app(client=own_client, config=ServiceConfig(
+        auth=True, warm_up=False, watch_database_s=0.2))
+    with TestClient(app):
+        killed, old_pid = time.monotonic(), _kill_postmaster(own_client)
+        new_pid = old_pid
+        while time.monotonic() - killed < 10.0 and new_pid == old_pid:
+            time.sleep(0.2)
+            with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
+                new_pid = _postmaster_pid(own_client)
+        assert new_pid != old_pid and psutil.pid_exists(new_pid), "not restarted within 10 s"
+        while True:  # it was restarted with no request; now it serves (once it is ready)
+            try:
+                with own_client.connection() as conn:
+                    assert conn.execute("SELECT 1").fetchone() == (1,)
+                break
+            except pgcite.DatabaseError:
+                # not a timing test (bench/reliability.py times it): a bound, on shared cores
+                assert time.monotonic() - killed < 30.0, "not serving within 30 s"
+                time.sleep(0.2)

@@ -17,14 +17,18 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite._async import AsyncClient, AsyncCollection, connect_async
     from pgcite._client import Client, Collection, connect
     from pgcite._errors import (
+        AccessDenied,
         CollectionExists,
         CollectionNotFound,
         ConfigError,
         DatabaseError,
         EmbedderError,
         FilterError,
+        InvalidFilter,
+        InvalidInput,
         LoadError,
         PgciteError,
+        SnapshotNotFound,
     )
     from pgcite._gate_settings import GateSettings
     from pgcite._types import Fusion, Mode
@@ -61,6 +65,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
 # every CLI command, ``pgcite --help`` first -- does not pay for numpy, psycopg, httpx or the
 # models until something uses them.
 _EXPORTS: dict[str, str] = {
+    "AccessDenied": "pgcite._errors",
     "ActivationResult": "pgcite.lifecycle",
     "Answer": "pgcite.answer",
     "AsyncClient": "pgcite._async",
@@ -99,6 +104,8 @@ _EXPORTS: dict[str, str] = {
     "GeneratorConfig": "pgcite.answer",
     "Hit": "pgcite.retrieve",
     "IngestReport": "pgcite.ingest",
+    "InvalidFilter": "pgcite._errors",
+    "InvalidInput": "pgcite._errors",
     "LLMConfig": "pgcite.llm",
     "LoadError": "pgcite._errors",
     "MetadataPredicate": "pgcite.retrieve",
@@ -118,6 +125,7 @@ _EXPORTS: dict[str, str] = {
     "SelfCheckOptions": "pgcite.answer._selfcheck",
     "Settings": "pgcite.config",
     "SnapshotInfo": "pgcite.store._snapshots",
+    "SnapshotNotFound": "pgcite._errors",
     "Source": "pgcite.answer",
     "StagedBuild": "pgcite.store._staged",
     "StagedSummary": "pgcite.store._staged",
@@ -149,6 +157,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AccessDenied",
     "ActivationResult",
     "Answer",
     "AsyncClient",
@@ -185,6 +194,8 @@ __all__ = [
     "GeneratorConfig",
     "Hit",
     "IngestReport",
+    "InvalidFilter",
+    "InvalidInput",
     "LLMConfig",
     "LoadError",
     "MetadataPredicate",
@@ -204,6 +215,7 @@ __all__ = [
     "SelfCheckOptions",
     "Settings",
     "SnapshotInfo",
+    "SnapshotNotFound",
     "Source",
     "StageEvent",
     "StageModels",

@@ -15,14 +15,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from pgcite._errors import CollectionNotFound, ConfigError, PgciteError
+from pgcite._errors import (
+    AccessDenied,
+    CollectionNotFound,
+    ConfigError,
+    PgciteError,
+    SnapshotNotFound,
+)
+from pgcite._inputs import MAX_ID_CHARS, MAX_NAME_CHARS, check_text
 from pgcite._models import chat_model_from, reranker_from
 from pgcite._types import Mode
 from pgcite.answer._search import SearchFn
@@ -46,7 +53,7 @@ from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages
 from pgcite.retrieve._rerank import Reranker
-from pgcite.retrieve._search import SearchOptions
+from pgcite.retrieve._search import SearchOptions, check_query
 from pgcite.retrieve._snippets import with_snippets
 from pgcite.retrieve._undated import undated_excluded
 from pgcite.retrieve._view import ConnectionFactory, SearchView
@@ -82,6 +89,10 @@ from pgcite.store._staged import StagedBuild, StagedSummary, build_staged, stage
 from pgcite.store._statistics import refresh_after_merge, refresh_statistics
 
 R = TypeVar("R", SearchResult, Answer)
+# Which snapshots a Collection may read: any ready one, or the active one only (a reader key's)
+SnapshotScope = Literal["any", "active"]
+SNAPSHOT_DENIED = "only an admin key may query a snapshot that is not the active one"
+SNAPSHOT_DENIED_HINT = "leave the snapshot out to query the active one"
 
 # Collection.search's keywords before SearchOptions: each still works for a release, warning
 _LEGACY_FILTERS = ("cutoff", "corpora", "metadata")
@@ -376,17 +387,24 @@ class Client:
 
 
 class Collection:
-    """One collection: ingest into it, search it."""
+    """One collection: ingest into it, search it.
+
+    ``snapshots="active"`` is the collection as a reader key sees it (service/_access.py opens
+    it so for every surface): naming any snapshot but the active one is refused with
+    :class:`AccessDenied`, where the snapshot is resolved, so no route, tool or stage can read
+    another one."""
 
     def __init__(self, client: Client, info: CollectionInfo, *,
                  connection: ConnectionFactory | None = None,
-                 view: SearchView | None = None) -> None:
+                 view: SearchView | None = None,
+                 snapshots: SnapshotScope = "any") -> None:
         self.client = client
         self.info = info
         # Where this collection's queries get connections: the client's pool, or (the service)
         # a role-scoped transaction on it. Admin work always uses the client's own.
         self._connection: ConnectionFactory = connection or client.connection
         self._pinned = view
+        self._snapshots: SnapshotScope = snapshots
 
     @property
     def name(self) -> str:
@@ -519,6 +537,8 @@ class Collection:
         through the gate when the collection has a golden set (``report.gate`` says how it
         went), not at all with ``activate=False``. An id the active snapshot does not hold is
         an error, and then nothing changes."""
+        for document_id in ids:
+            check_text(document_id, "document id", max_chars=MAX_ID_CHARS)
         with self.client.connection() as conn:
             info = get_collection(conn, self.name)
         gated = activate and info.settings.golden is not None
@@ -567,7 +587,8 @@ class Collection:
     def pinned(self, view: SearchView) -> Collection:
         """This collection with every search going through ``view`` (one snapshot, one set of
         models), e.g. for the several searches of one answer."""
-        return Collection(self.client, self.info, connection=self._connection, view=view)
+        return Collection(self.client, self.info, connection=self._connection, view=view,
+                          snapshots=self._snapshots)
 
     @_reads
     def search(
@@ -647,6 +668,8 @@ class Collection:
         "Entities")."""
         wanted = merge_filters(filters if isinstance(filters, Filters) else dict(filters or {}),
                                None, None, None)
+        if near is not None:
+            check_text(near, "near", max_chars=MAX_NAME_CHARS)
         if not 1 <= limit <= 1000 or not 1 <= citations <= 100 or not 0 <= edges <= 1000:
             raise ConfigError("limit must be 1-1000, citations 1-100 and edges 0-1000")
         snapshot = self._snapshot(snapshot_id)
@@ -705,6 +728,7 @@ class Collection:
         from pgcite.answer._search import AnswerSettings
         from pgcite.answer._selfcheck import SelfCheckOptions
 
+        check_query(question)  # before anything reads the question: the entity graph does
         if isinstance(generator, str):
             generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
         options = AnswerOptions(
@@ -751,17 +775,21 @@ class Collection:
     def _snapshot(self, snapshot_id: int | None) -> SnapshotInfo:
         if snapshot_id is None:
             return self.active_snapshot()
-        snapshots = self._snapshots_with(snapshot_id)
-        for snap in snapshots:
+        if self._snapshots == "active":
+            # before anything says whether that snapshot exists (service/_access.py)
+            active = self.active_snapshot()
+            if snapshot_id != active.snapshot_id:
+                raise AccessDenied(SNAPSHOT_DENIED, hint=SNAPSHOT_DENIED_HINT)
+            return active
+        for snap in self._snapshots_with(snapshot_id):
             if snap.snapshot_id == snapshot_id:
                 if snap.state != "ready":
                     raise PgciteError(f"snapshot {snapshot_id} of {self.name!r} is "
                                       f"{snap.state}, not ready: it cannot be searched")
                 return snap
-        known = ", ".join(str(s.snapshot_id) for s in snapshots)
-        raise PgciteError(f"collection {self.name!r} has no snapshot {snapshot_id}",
-                          hint=f"snapshots: {known}" if known else "ingest documents first")
-
+        # no list of the others: whoever may see them lists them (`pgcite snapshot list`)
+        raise SnapshotNotFound(f"collection {self.name!r} has no snapshot {snapshot_id}",
+                               hint="leave the snapshot out to use the active one")
 
     def _snapshots_with(self, snapshot_id: int) -> list[SnapshotInfo]:
         """The snapshots; on a replica, waiting (``replica_wait_s``) for ``snapshot_id`` to be

@@ -28,6 +28,21 @@ class ConfigError(PgciteError):
     exit_code = 2
 
 
+class InvalidInput(ConfigError):
+    """A value no surface accepts, whoever sends it: text with a NUL or a lone surrogate, text
+    or a list over its bound, a date that is not one, a number that is not finite
+    (``pgcite/_inputs.py`` has the rules; HTTP answers 422, MCP a tool error, the CLI one line)."""
+
+
+class AccessDenied(PgciteError):
+    """The caller may not do this (``pgcite/service/_access.py``): a reader key administering,
+    or naming a snapshot that is not the active one. HTTP answers 403."""
+
+
+class SnapshotNotFound(PgciteError):
+    """The collection has no snapshot of that id (an error that lists no other ids)."""
+
+
 class DatabaseError(PgciteError):
     """The database cannot be reached or lacks what pgcite needs (pgvector)."""
 
@@ -44,6 +59,11 @@ class FilterError(PgciteError):
     """A search filter names an unknown field or has a value of the wrong type."""
 
     exit_code = 2
+
+
+class InvalidFilter(InvalidInput, FilterError):
+    """A filter that is malformed whatever the collection (a cutoff that is no date, a NUL in a
+    corpus name, a key over 200 characters): an :class:`InvalidInput` and a :class:`FilterError`."""
 
 
 class EmbedderError(PgciteError):

@@ -105,7 +105,9 @@ def fail(message: str, hint: str | None = None, code: int = 1) -> typer.Exit:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn pgcite's own errors into a clear message and exit code (no traceback)."""
+    """Turn pgcite's own errors into a clear message and exit code (no traceback); so too a
+    value one of its models refused and an error the database raised (a one-line message, as
+    every surface gives: pgcite/_inputs.py)."""
     try:
         yield
     except PgciteError as exc:
@@ -113,6 +115,20 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         raise fail("interrupted; nothing half-written is visible (re-run to resume)",
                    code=130) from None
+    except Exception as exc:
+        # imported here, when something failed: `pgcite --help` does without pydantic
+        from pydantic import ValidationError
+
+        from pgcite._inputs import excerpt, first_problem
+
+        if isinstance(exc, ValidationError):
+            raise fail(f"invalid input: {first_problem(exc)}", code=2) from None
+        if type(exc).__module__.partition(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise  # a bug: its traceback is what a report needs
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise fail(f"database error: {excerpt(first, 300)}",
+                   hint="nothing half-written is visible; re-run once the cause is fixed",
+                   code=1) from None
 
 
 def cli_filters(col: Any, corpus: list[str] | None, cutoff: dt.datetime | None,
@@ -120,14 +136,8 @@ def cli_filters(col: Any, corpus: list[str] | None, cutoff: dt.datetime | None,
                 entity: list[str] | None = None) -> Any:
     """The Filters of `search`/`ask` flags: --corpus, --cutoff and --filter (typed by the
     metadata fields of the snapshot searched)."""
-    from pgcite.retrieve._filters import coerce_predicates, merge_filters, parse_filter_args
+    from pgcite.retrieve._filters import filters_from_args
 
-    columns, preds = parse_filter_args(filter_args or [])
-    if preds:
-        preds = coerce_predicates(preds, col.snapshot(snapshot_id).metadata_fields or {})
-    # through merge_filters: a bad value is a one-line FilterError, not pydantic's report
-    return merge_filters(dict(
-        corpora=corpus or None, cutoff=cutoff.date() if cutoff else None,
-        authors=columns.get("author"), sources=columns.get("source"), metadata=preds,
-        entity=entity or None,
-    ), None, None, None)
+    return filters_from_args(
+        filter_args or [], lambda: col.snapshot(snapshot_id).metadata_fields or {},
+        corpora=corpus or None, cutoff=cutoff.date() if cutoff else None, entity=entity or None)

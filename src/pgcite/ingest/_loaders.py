@@ -404,6 +404,8 @@ def _parse_record(line: str) -> dict[str, Any]:
         raise _Unreadable(f"not valid JSON ({exc.msg})") from exc
     except RecursionError as exc:  # [[[[… a few thousand deep: no stack holds it
         raise _Unreadable("JSON nested too deep") from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits (sys.int_info)
+        raise _Unreadable("a number too long to read") from exc
     if not isinstance(record, dict):
         raise _Unreadable(f"expected a JSON object, got {type(record).__name__}")
     return record

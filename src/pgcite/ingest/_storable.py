@@ -3,28 +3,20 @@
 Text that decodes fine can still be refused much later, inside the one transaction that stores the
 whole run: PostgreSQL's ``text`` and ``jsonb`` reject U+0000, UTF-8 cannot encode a lone surrogate
 (``"\\ud800"`` is valid JSON), and JSON nested thousands deep exhausts Python's and PostgreSQL's
-stacks. Each would sink every good file of the run with it, so they are caught here, where the
-error can still name the file and line.
+stacks, and ``jsonb`` has no NaN or Infinity (``NaN`` and ``1e999999`` in a JSONL record parse
+as Python floats). Each would sink every good file of the run with it, so they are caught here,
+where the error can still name the file and line.
 """
 
 from __future__ import annotations
 
-import re
+import math
 from typing import Any
 
+from pgcite._inputs import text_problem
 from pgcite._types import Document
 
 MAX_METADATA_DEPTH = 64  # far beyond any real record; deep enough to catch a nesting bomb
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
-
-
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be stored, or ``None``."""
-    if "\x00" in text:
-        return "contains a NUL character (U+0000), which PostgreSQL cannot store"
-    if match := _SURROGATE.search(text):
-        return f"contains a lone surrogate (U+{ord(match.group()):04X}), which is not valid Unicode"
-    return None
 
 
 def value_problem(value: Any, depth: int = 0) -> str | None:
@@ -33,6 +25,8 @@ def value_problem(value: Any, depth: int = 0) -> str | None:
         return f"nested deeper than {MAX_METADATA_DEPTH} levels"
     if isinstance(value, str):
         return text_problem(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"holds {value!r}, a number JSON cannot store (NaN or Infinity)"
     if isinstance(value, dict):
         for key, item in value.items():
             if problem := value_problem(str(key), depth) or value_problem(item, depth + 1):

@@ -1,9 +1,9 @@
-"""Who is asking, over MCP: which collections a caller may read, and each as a Collection.
+"""Who is asking, over MCP: the collections a caller may read, each as a Collection.
 
-The same API keys as the HTTP service (one key, one collection); no key means every collection
-(stdio, run by the database's own user, or the service with auth off on loopback). An unknown
-collection and one the key may not read get the same answer, so a key learns nothing about
-collections outside its scope.
+The rule is the service's, the same for every surface (service/_access.py): the same API keys as
+the HTTP service (one key, one collection); a reader key sees the active snapshot only; no key
+means every collection (stdio run by the database's own user, or the service with auth off on
+loopback). An unknown collection and one the key may not read get the same answer.
 """
 
 from __future__ import annotations
@@ -12,48 +12,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pgcite._client import Client, Collection
-from pgcite._errors import CollectionNotFound, ConfigError, PgciteError
-from pgcite.service._keys import ApiKey, authenticate
-from pgcite.store._collections import CollectionInfo, get_collection, list_collections
+from pgcite.service._access import Grant, authenticate_grant, lookup
+from pgcite.store._collections import CollectionInfo, list_collections
+
+Reader = Callable[[CollectionInfo, Grant], Collection]
 
 
 @dataclass(frozen=True)
 class Access:
-    """One caller's view: ``key`` None reads everything; ``reader`` opens a collection (the
-    service passes its read-only-role opener)."""
+    """One caller's view: ``grant`` says what it may read; ``reader`` opens a collection as the
+    grant may see it (the service passes its read-only-role opener)."""
 
     client: Client
-    key: ApiKey | None
-    reader: Callable[[CollectionInfo], Collection]
-
-    def allows(self, name: str) -> bool:
-        return self.key is None or self.key.allows(name, "reader")
+    grant: Grant
+    reader: Reader
 
     def visible(self) -> list[CollectionInfo]:
         with self.client.connection() as conn:
-            return [info for info in list_collections(conn) if self.allows(info.name)]
+            return [info for info in list_collections(conn)
+                    if self.grant.allows(info.name, "reader")]
+
+    def open(self, info: CollectionInfo) -> Collection:
+        """``info`` (one of :meth:`visible`) as this caller may read it."""
+        return self.reader(info, self.grant)
 
     def collection(self, name: str) -> Collection:
-        if self.allows(name):
-            try:
-                with self.client.connection() as conn:
-                    return self.reader(get_collection(conn, name))
-            except (CollectionNotFound, ConfigError):
-                pass
-        raise CollectionNotFound(
-            f"no collection named {name!r} is visible here",
-            hint="list_collections names the collections you may search")
+        return self.open(lookup(self.client, self.grant, name))
 
 
-def open_access(client: Client, token: str | None,
-                reader: Callable[[CollectionInfo], Collection] | None = None) -> Access:
+def open_access(client: Client, token: str | None, reader: Reader | None = None) -> Access:
     """The access of ``token`` (None: unrestricted); an unknown or revoked token is an error."""
-    opener = reader or (lambda info: Collection(client, info))
-    if token is None:
-        return Access(client, None, opener)
-    with client.connection() as conn:
-        key = authenticate(conn, token)
-    if key is None:
-        raise PgciteError("unknown or revoked API key",
-                          hint="create one with `pgcite key create --collection NAME`")
-    return Access(client, key, opener)
+    opener = reader or (lambda info, grant: grant.open(client, info))
+    return Access(client, authenticate_grant(client, token), opener)

@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Callable
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
+import psycopg
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from psycopg_pool import PoolTimeout
+from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite import __version__
 from pgcite._errors import PgciteError
+from pgcite._inputs import excerpt
 from pgcite.answer._types import Generator
 from pgcite.mcp import _tools
 from pgcite.mcp._access import Access
 from pgcite.retrieve._entities import EntitiesResult
-from pgcite.retrieve._filters import MetadataPredicate
 
 Resolver = Callable[[Context], Access]
 T = TypeVar("T")
+_log = logging.getLogger("pgcite.mcp")
 
 INSTRUCTIONS = """\
 pgcite searches document collections (diaries, papers, manuals…) stored in PostgreSQL and returns
@@ -43,20 +47,42 @@ _METADATA = ("Hard metadata predicates, e.g. [{'key': 'place', 'op': 'eq', 'valu
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False,
                              open_world_hint=False)
 
+
+
+class MetadataArg(BaseModel):
+    """A metadata predicate as the tools take it: its schema for the model, its values checked
+    by pgcite.Filters (pgcite/_inputs.py), so that a bad one is a tool error in pgcite's words,
+    not the SDK's dump of pydantic's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    op: Literal["eq", "in", "lt", "lte", "gt", "gte", "exists"] = "eq"
+    value: Any = None
+
+
 Cutoff = Annotated[dt.date | None, Field(description=_CUTOFF)]
 Corpora = Annotated[list[str] | None, Field(description=_CORPORA)]
-Metadata = Annotated[list[MetadataPredicate] | None, Field(description=_METADATA)]
+Metadata = Annotated[list[MetadataArg] | None, Field(description=_METADATA)]
 Snapshot = Annotated[int | None, Field(
     description="A snapshot id to search (default: the collection's active snapshot).")]
 TopK = Annotated[int, Field(ge=1, le=50, description="How many passages to return.")]
 
 
 def _checked(call: Callable[[], T]) -> T:
-    """A pgcite error is the caller's to fix: its message (and hint) as the tool's error."""
+    """A pgcite error is the caller's to fix: its message (and hint) as the tool's error. Any
+    other error says what kind of failure it was and nothing more, as the HTTP API's 5xx do
+    (the SDK's own message for an escaped exception is a bare "Error executing tool")."""
     try:
         return call()
     except PgciteError as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(excerpt(str(exc), 500)) from exc
+    except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+        _log.error("database unavailable: %s", type(exc).__name__)
+        raise ToolError("database unavailable (retry in a few seconds)") from exc
+    except Exception as exc:
+        _log.error("unhandled error in an MCP tool", exc_info=exc)
+        raise ToolError("internal error (the server log has the details)") from exc
 
 
 def build_server(resolve: Resolver, *, generator: Generator | None = None,
@@ -92,9 +118,9 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         """Search a collection: passages ranked by relevance, each with its citation_id (cite it
         as [citation_id]), dates, author and source. Filters are hard, applied in the database:
         nothing outside them is ever returned."""
-        filters = _checked(lambda: _tools.filters_of(cutoff, corpora, metadata, entity))
         return _checked(lambda: _tools.search(
-            resolve(ctx), collection, query, top_k=top_k, mode=mode, filters=filters,
+            resolve(ctx), collection, query, top_k=top_k, mode=mode,
+            filters=_tools.filters_of(cutoff, corpora, metadata, entity),
             snapshot_id=snapshot_id))
 
     @server.tool(annotations=_READ_ONLY)
@@ -115,9 +141,9 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         in `notes`). When the passages do not support an answer it abstains (`abstained`).
         Who/where/how-often questions also get the entity graph's facts (`entities`: people
         or places named with the question's entity, each with the ids it cites)."""
-        filters = _tools.filters_of(cutoff, corpora, metadata)
         return _checked(lambda: _tools.answer(
-            resolve(ctx), collection, question, top_k=top_k, filters=filters,
+            resolve(ctx), collection, question, top_k=top_k,
+            filters=_tools.filters_of(cutoff, corpora, metadata),
             generator=generator, threshold=threshold, entity_facts=entity_facts))
 
     @server.tool(annotations=_READ_ONLY)
@@ -133,10 +159,9 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
     ) -> _tools.PassageWindowOut:
         """Read one passage by its citation id, with its neighbours in the same document (for
         context around a cited passage). A cutoff hides neighbours dated after it."""
-        filters = _tools.filters_of(cutoff, None, None)
         return _checked(lambda: _tools.get_passage(
-            resolve(ctx), collection, citation_id, neighbours=neighbours, filters=filters,
-            snapshot_id=snapshot_id))
+            resolve(ctx), collection, citation_id, neighbours=neighbours,
+            filters=_tools.filters_of(cutoff, None, None), snapshot_id=snapshot_id))
 
     @server.tool(annotations=_READ_ONLY)
     def entities(
@@ -156,10 +181,9 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         `near`: mention them together with that entity), each with the citation ids of those
         passages (cite them as [citation_id]). Filters are hard: with a cutoff, nothing after
         it counts."""
-        filters = _tools.filters_of(cutoff, corpora, None)
         return _checked(lambda: _tools.entities(
-            resolve(ctx), collection, near=near, kind=kind, limit=limit, filters=filters,
-            snapshot_id=snapshot_id))
+            resolve(ctx), collection, near=near, kind=kind, limit=limit,
+            filters=_tools.filters_of(cutoff, corpora, None), snapshot_id=snapshot_id))
 
     @server.resource(_tools.COLLECTION_URI, mime_type="application/json",
                      description="A collection: language, model, date range, corpora, fields.")

@@ -5,6 +5,7 @@ filters, snapshots and checked citations as everyone else."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -15,7 +16,7 @@ from pgcite._types import Mode
 from pgcite.answer._types import Answer, EntityFact, Generator
 from pgcite.mcp._access import Access
 from pgcite.retrieve._entities import EntitiesResult, Kind
-from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
+from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit
 from pgcite.retrieve._passages import (
     Passage,
@@ -97,17 +98,19 @@ def _from_passage(p: Passage) -> PassageOut:
 
 
 def filters_of(cutoff: dt.date | None, corpora: list[str] | None,
-               metadata: list[MetadataPredicate] | None,
+               metadata: Sequence[BaseModel] | None,
                entity: list[str] | None = None) -> Filters:
-    # merge_filters: a bad value (a name that is only a title) is a FilterError, not pydantic's
-    return merge_filters(dict(cutoff=cutoff, corpora=corpora, metadata=metadata or [],
+    # merge_filters: a bad value (a NUL, a key over 200 characters) is an InvalidFilter in
+    # pgcite's words, the same as every surface's (pgcite/_inputs.py), not pydantic's
+    return merge_filters(dict(cutoff=cutoff, corpora=corpora,
+                              metadata=[m.model_dump() for m in metadata or []],
                               entity=entity), None, None, None)
 
 
 def list_collections(access: Access) -> list[CollectionSummary]:
     out = []
     for info in access.visible():
-        col = access.reader(info)
+        col = access.open(info)
         snapshots = [s for s in col.snapshots() if s.snapshot_id == _active_id(col)]
         profile = None
         if snapshots:
@@ -155,7 +158,7 @@ def answer(access: Access, collection: str, question: str, *, top_k: int, filter
 def get_passage(access: Access, collection: str, citation_id: str, *, neighbours: int,
                 filters: Filters, snapshot_id: int | None) -> PassageWindowOut:
     col = access.collection(collection)
-    snapshot = col._snapshot(snapshot_id)  # the active one unless named, as in search
+    snapshot = col.snapshot(snapshot_id)  # the active one unless named (and allowed), as search
     with col.client.connection() as conn:
         window: PassageWindow = passage_window(conn, col.info, snapshot, citation_id,
                                                neighbours=neighbours, filters=filters)

@@ -7,15 +7,26 @@ holds, is an error (not an empty result): a typo must not look like "no passages
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
 
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from pgcite._errors import FilterError
+from pgcite._errors import FilterError, InvalidFilter
+from pgcite._inputs import (
+    MAX_ENTITIES,
+    MAX_IN_VALUES,
+    MAX_PREDICATES,
+    Name,
+    Names,
+    Scalar,
+    excerpt,
+    first_problem,
+)
 from pgcite.store._entities import entity_key, entity_keys_sql
 
 Op = Literal["eq", "in", "lt", "lte", "gt", "gte", "exists"]
@@ -24,22 +35,15 @@ _JSON_TYPE = {bool: "boolean", int: "number", float: "number", str: "string"}
 
 
 class MetadataPredicate(BaseModel):
-    """A predicate on one key of a chunk's ``metadata``."""
+    """A predicate on one key of a chunk's ``metadata``: a key of at most 200 characters, a
+    value that is a string (at most 1000 characters), a finite number, a boolean, or for ``in``
+    a list of at most 100 of them (pgcite/_inputs.py)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    key: str = Field(min_length=1, max_length=200)
+    key: Name
     op: Op = "eq"
-    value: Any = None
-
-    @field_validator("value")
-    @classmethod
-    def _scalar(cls, value: Any) -> Any:
-        values = value if isinstance(value, list) else [value]
-        for item in values:
-            if item is not None and not isinstance(item, bool | int | float | str):
-                raise ValueError("filter values must be strings, numbers or booleans")
-        return value
+    value: Scalar | Annotated[list[Scalar], Field(max_length=MAX_IN_VALUES)] | None = None
 
 
 class Filters(BaseModel):
@@ -47,23 +51,18 @@ class Filters(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    corpora: list[str] | None = None
+    corpora: Names | None = None
     cutoff: dt.date | None = None  # only chunks whose date_end is on or before it
-    authors: list[str] | None = None
-    sources: list[str] | None = None
-    metadata: list[MetadataPredicate] = Field(default_factory=list, max_length=32)
+    authors: Names | None = None
+    sources: Names | None = None
+    metadata: list[MetadataPredicate] = Field(default_factory=list, max_length=MAX_PREDICATES)
     # passages that mention every one of these entities (any spelling its aliases know)
-    entity: list[str] | None = Field(default=None, max_length=16)
+    entity: Annotated[list[Name], Field(max_length=MAX_ENTITIES)] | None = None
 
     @field_validator("entity", mode="before")
     @classmethod
     def _names(cls, value: Any) -> Any:
-        names = [value] if isinstance(value, str) else value
-        if isinstance(names, list):
-            for name in names:
-                if isinstance(name, str) and not entity_key(name):
-                    raise ValueError(f"{name!r} names no entity (only titles or punctuation)")
-        return names
+        return [value] if isinstance(value, str) else value
 
 
 def _json_type(value: Any) -> str:
@@ -82,6 +81,9 @@ def _check_predicate(pred: MetadataPredicate, fields: dict[str, list[str]]) -> N
         )
     if pred.op == "exists":
         return
+    if pred.value is None:
+        raise FilterError(f"filter {pred.key!r} {pred.op}: expects a value",
+                          hint="a string, a finite number or a boolean (a list for 'in')")
     values = pred.value if isinstance(pred.value, list) else [pred.value]
     if pred.op == "in" and not isinstance(pred.value, list):
         raise FilterError(f"filter {pred.key!r} in: expects a list of values")
@@ -91,7 +93,8 @@ def _check_predicate(pred: MetadataPredicate, fields: dict[str, list[str]]) -> N
         kind = _json_type(value)
         if kind not in fields[pred.key]:
             raise FilterError(
-                f"filter {pred.key!r}: value {value!r} is a {kind}, but the field holds "
+                f"filter {pred.key!r}: value {excerpt(repr(value), 60)} is a {kind}, but the "
+                "field holds "
                 + " or ".join(fields[pred.key]),
             )
     if pred.op in _COMPARE and _json_type(values[0]) == "boolean":
@@ -146,7 +149,10 @@ def compile_filters(filters: Filters, fields: dict[str, list[str]],
     for name in filters.entity or ():
         if schema is None:
             raise FilterError("an entity filter needs the collection (internal: no schema)")
-        _compile_entity(out, schema, entity_key(name))
+        if not (key := entity_key(name)):
+            raise FilterError(f"bad filter: {excerpt(repr(name), 60)} names no entity (only titles "
+                              "or punctuation)", hint=_FILTER_HINT)
+        _compile_entity(out, schema, key)
     return out
 
 
@@ -188,11 +194,15 @@ def _coerce(key: str, text: Any, types: list[str]) -> Any:
     if "number" in types:
         try:
             return int(text)
-        except ValueError:
+        except ValueError:  # not an integer, or one of over 4,300 digits
             try:
-                return float(text)
+                number = float(text)
             except ValueError:
-                raise FilterError(f"filter {key!r}: {text!r} is not a number") from None
+                number = math.nan
+            if not math.isfinite(number):  # nan, inf, 1e999999: no JSON number
+                raise FilterError(f"filter {key!r}: {excerpt(repr(text), 60)} is not a finite "
+                                  "number") from None
+            return number
     if "boolean" in types and text.lower() in ("true", "false"):
         return text.lower() == "true"
     return text
@@ -239,8 +249,24 @@ def parse_filter_args(items: list[str]) -> tuple[dict[str, list[str]], list[Meta
             value = [part.strip() for part in raw.split(",") if part.strip()]
         elif op != "exists":
             value = raw
-        preds.append(MetadataPredicate(key=key, op=op, value=value))  # type: ignore[arg-type]
+        try:
+            preds.append(MetadataPredicate(key=key, op=op, value=value))  # type: ignore[arg-type]
+        except ValidationError as exc:  # a key over 200 characters, a NUL in a value …
+            raise InvalidFilter(f"bad filter: {first_problem(exc)}", hint=_FILTER_HINT) from None
     return columns, preds
+
+
+def filters_from_args(items: Sequence[str], fields: Callable[[], dict[str, list[str]]],
+                      **given: Any) -> Filters:
+    """The Filters of ``--filter`` strings (the CLI's, the inspector's) together with the other
+    fields ``given`` (corpora, cutoff, entity): each value typed by the metadata fields of the
+    snapshot searched (``fields()``, read only when a predicate needs them). A malformed value
+    is an :class:`InvalidFilter`, never pydantic's report."""
+    columns, preds = parse_filter_args(list(items))
+    if preds:
+        preds = coerce_predicates(preds, fields())
+    return merge_filters(dict(given, authors=columns.get("author"), sources=columns.get("source"),
+                              metadata=preds), None, None, None)
 
 
 def merge_filters(
@@ -265,16 +291,12 @@ def merge_filters(
             update["metadata"] = [*base.metadata, *metadata]
         return Filters.model_validate({**base.model_dump(), **update}) if update else base
     except ValidationError as exc:
-        raise FilterError(f"bad filter: {_problem(exc)}", hint=_FILTER_HINT) from None
+        raise InvalidFilter(f"bad filter: {first_problem(exc, 'filters')}",
+                            hint=_FILTER_HINT) from None
     except (ValueError, TypeError) as exc:  # date.fromisoformat on a string that is no date
-        raise FilterError(f"bad filter: cutoff {cutoff!r}: {exc}", hint=_FILTER_HINT) from None
+        raise InvalidFilter(f"bad filter: cutoff {excerpt(repr(cutoff), 40)}: {exc}",
+                            hint=_FILTER_HINT) from None
 
 
 _FILTER_HINT = ("cutoff is a date (YYYY-MM-DD); corpora, authors and sources are lists of "
                 "strings; metadata predicates are key/op/value (docs/retrieval.md)")
-
-
-def _problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ())) or "filters"
-    return f"{where}: {first.get('msg', 'invalid')} (got {first.get('input')!r})"

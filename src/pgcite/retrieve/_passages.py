@@ -13,6 +13,7 @@ from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import PgciteError
+from pgcite._inputs import MAX_ID_CHARS, check_text, excerpt
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
@@ -91,6 +92,7 @@ def passage_window(
 ) -> PassageWindow:
     """The passage ``passage_id`` of ``snapshot`` and its neighbours, all within ``filters``.
     A passage outside the filters is as absent as an unknown id."""
+    check_text(passage_id, "citation_id", max_chars=MAX_ID_CHARS)
     compiled = compile_filters(filters or Filters(), snapshot.metadata_fields or {}, info.schema_id)
     params = {**compiled.params, "snapshot_id": snapshot.snapshot_id, "id": passage_id,
               "n": neighbours}
@@ -99,7 +101,7 @@ def passage_window(
     target = next((p for p in rows if p.id == passage_id), None)
     if target is None:
         raise PgciteError(
-            f"no passage {passage_id!r} in snapshot {snapshot.snapshot_id} of {info.name!r}"
+            f"no passage {excerpt(repr(passage_id), 80)} in snapshot {snapshot.snapshot_id} of {info.name!r}"
             + (" within these filters" if filters and filters != Filters() else ""),
             hint="use a citation id exactly as search returned it",
         )

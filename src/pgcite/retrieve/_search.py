@@ -13,6 +13,7 @@ from psycopg import sql
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from pgcite._errors import ConfigError, PgciteError
+from pgcite._inputs import MAX_QUERY_CHARS, check_text
 from pgcite._types import DEFAULT_FUSION, Fusion, Mode
 from pgcite.embed._base import Embedder
 from pgcite.retrieve._answerability import names_text, signals_from_row
@@ -255,9 +256,9 @@ def run_embedded(
 
 
 def check_query(query: str) -> None:
-    """An empty question is refused before anything is embedded or run."""
-    if not query.strip():
-        raise ConfigError("the question is empty")
+    """A query no surface accepts (empty, over 2000 characters, a NUL or a lone surrogate) is
+    refused before anything is embedded or run (pgcite/_inputs.py)."""
+    check_text(query, "query", max_chars=MAX_QUERY_CHARS)
 
 
 # SET LOCAL: these settings end with the search's transaction, never leak to the pool.

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
-import tempfile
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
@@ -15,14 +15,15 @@ from pgcite.ingest._loaders import Overrides
 from pgcite.ingest._pipeline import Failure, IngestReport
 from pgcite.lifecycle._gate import GateRefused
 from pgcite.service._auth import Access, admin_access
-from pgcite.service._errors import ApiError, excerpt
+from pgcite.service._errors import ApiError
 from pgcite.service._models import ActivationOut, ErrorOut, SnapshotOut, UploadOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
-from pgcite.service._upload import save, screen
+from pgcite.service._upload import new_folder, save, screen
 from pgcite.store._snapshots import SnapshotInfo, list_snapshots
 
 router = APIRouter(tags=["admin"])
+_log = logging.getLogger("pgcite.service")
 State = Annotated[ServiceState, Depends(get_state)]
 Admin = Annotated[Access, Depends(admin_access)]
 
@@ -84,10 +85,10 @@ def upload(
     for value in (author, corpus, corpus_version):
         if value is not None and "\x00" in value:
             raise ApiError(400, "form fields must not contain NUL characters")
-    folder = FsPath(tempfile.mkdtemp(prefix="pgcite-upload-"))
+    folder = new_folder()
     try:
         names = save(files, folder, state.config.max_upload_bytes)
-        good, failed = screen(folder, names)
+        good, failed = screen(folder, names, budget_s=state.config.upload_budget_s)
         if not good:
             raise _nothing_ingested(failed)
         report = _ingest(state.client.collection(access.info.name), folder, good,
@@ -116,6 +117,9 @@ def _ingest(collection: Collection, folder: FsPath, names: list[str], overrides:
         return collection.ingest([folder / n for n in names], overrides=overrides,
                                  corpus_version=corpus_version, activate=False)
     except (psycopg.DataError, ValueError, RecursionError) as exc:
-        raise ApiError(422, f"the upload's content cannot be stored: {excerpt(exc)}") from None
+        # the database's text may quote the content: the server log has it, the client not
+        _log.warning("an upload's content was refused: %s", exc)
+        raise ApiError(422, "the upload's content cannot be stored (nothing was stored)",
+                       hint="the server log has the database's reason") from None
     except psycopg.OperationalError as exc:
         raise ApiError(503, f"database unavailable: {type(exc).__name__}") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -12,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pgcite import __version__
 from pgcite._client import Client
+from pgcite._errors import DatabaseError
 from pgcite.config import Settings
 from pgcite.embed._registry import embedder_for_key
 from pgcite.llm import with_llm
@@ -20,6 +23,7 @@ from pgcite.service._errors import install_error_handlers
 from pgcite.service._guard import RequestGuard
 from pgcite.service._metrics import Metrics
 from pgcite.service._state import ServiceConfig, ServiceState
+from pgcite.service._upload import remove_stale_folders
 from pgcite.store._collections import list_collections
 from pgcite.store._snapshots import active_snapshot
 
@@ -38,6 +42,15 @@ def _warm_up(state: ServiceState) -> None:
                 embedder_for_key(snap.embed_model, state.client.settings)
             except Exception as exc:  # a broken model must not stop the other collections
                 _log.warning("cannot load %s for %s: %s", snap.embed_model, info.name, exc)
+
+
+async def _watch_database(client: Client, every_s: float) -> None:
+    """Look at the embedded server every ``every_s`` seconds: a dead postmaster is restarted
+    (in the background) whether or not any request comes (a look is one read of /proc)."""
+    while True:
+        await asyncio.sleep(every_s)
+        with contextlib.suppress(DatabaseError):  # its restart is under way (503s till then)
+            client.db.check_alive()
 
 
 def create_app(
@@ -59,10 +72,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        remove_stale_folders()  # uploads of a service killed mid-way
         if config.warm_up:
             _warm_up(state)
         await state.async_client()  # the async pool, on the serving loop
+        watch = (asyncio.create_task(_watch_database(state.client, config.watch_database_s))
+                 if config.watch_database_s and state.client.db.supervisor is not None else None)
         yield
+        if watch is not None:
+            watch.cancel()
         await state.close_async()
         if state.owns_client:
             state.client.close()

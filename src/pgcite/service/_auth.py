@@ -9,8 +9,9 @@ from typing import Annotated
 from fastapi import Depends, Path
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from pgcite.service._access import UNKNOWN_KEY, Grant
 from pgcite.service._errors import ApiError
-from pgcite.service._keys import ApiKey, Role, aauthenticate
+from pgcite.service._keys import Role, aauthenticate
 from pgcite.service._state import ServiceState, get_state
 from pgcite.store._collections import CollectionInfo
 
@@ -20,21 +21,14 @@ NO_KEY_HINT = ("send 'Authorization: Bearer <token>'; create one with "
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="X-API-Key: pgc_…")
 
 
-@dataclass(frozen=True)
-class Principal:
-    key: ApiKey | None  # None: auth is off
-
-    def allows(self, collection: str, role: Role) -> bool:
-        return self.key is None or self.key.allows(collection, role)
-
-
 async def principal(
     state: Annotated[ServiceState, Depends(get_state)],
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
-) -> Principal:
+) -> Grant:
+    """The caller's :class:`Grant` (service/_access.py: the one access rule)."""
     if not state.config.auth:
-        return Principal(key=None)
+        return Grant()
     token = bearer.credentials if bearer else header
     if not token:
         raise ApiError(401, "an API key is required", hint=NO_KEY_HINT,
@@ -42,8 +36,8 @@ async def principal(
     async with (await state.async_client()).connection() as conn:
         key = await aauthenticate(conn, token)
     if key is None:
-        raise ApiError(401, "unknown or revoked API key", headers={"WWW-Authenticate": "Bearer"})
-    return Principal(key=key)
+        raise ApiError(401, UNKNOWN_KEY, headers={"WWW-Authenticate": "Bearer"})
+    return Grant(key)
 
 
 CollectionPath = Annotated[str, Path(min_length=1, max_length=100,
@@ -53,21 +47,20 @@ CollectionPath = Annotated[str, Path(min_length=1, max_length=100,
 @dataclass(frozen=True)
 class Access:
     info: CollectionInfo
-    principal: Principal
+    grant: Grant
 
 
-async def _access(role: Role, state: ServiceState, who: Principal, collection: str) -> Access:
-    info = await state.alookup(collection)  # 404 before 403: an unknown name is unknown to everyone
-    if not who.allows(info.name, role):
-        raise ApiError(403, f"this API key may not {'read' if role == 'reader' else 'administer'}"
-                       f" collection {collection!r}")
-    return Access(info=info, principal=who)
+async def _access(role: Role, state: ServiceState, who: Grant, collection: str) -> Access:
+    # the rule first, then the lookup: a name outside the key's scope is never looked up, and
+    # gets the answer an unknown name gets (404, same message)
+    who.require(collection, role)
+    return Access(info=await state.alookup(collection), grant=who)
 
 
 async def reader_access(
     collection: CollectionPath,
     state: Annotated[ServiceState, Depends(get_state)],
-    who: Annotated[Principal, Depends(principal)],
+    who: Annotated[Grant, Depends(principal)],
 ) -> Access:
     return await _access("reader", state, who, collection)
 
@@ -75,6 +68,6 @@ async def reader_access(
 async def admin_access(
     collection: CollectionPath,
     state: Annotated[ServiceState, Depends(get_state)],
-    who: Annotated[Principal, Depends(principal)],
+    who: Annotated[Grant, Depends(principal)],
 ) -> Access:
     return await _access("admin", state, who, collection)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Query
 
 from pgcite.service._auth import Access, admin_access, reader_access
 from pgcite.service._errors import ApiError
-from pgcite.service._pinned import SnapshotQuery, pinned_snapshot
+from pgcite.service._models import SnapshotQuery
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved
@@ -35,9 +35,8 @@ def documents(
 ) -> Any:
     """The documents of the active snapshot (or ``snapshot``), oldest first: id, title, dates,
     author, corpus, source and chunk count. Page with ``limit`` and ``offset``."""
-    snapshot_id = pinned_snapshot(access, state, snapshot)
-    return state.reader(access.info).documents(snapshot_id=snapshot_id, limit=limit,
-                                               offset=offset)
+    return state.reader(access.info, access.grant).documents(snapshot_id=snapshot, limit=limit,
+                                                             offset=offset)
 
 
 @router.delete("/v1/collections/{collection}/documents", response_model=DocumentsRemoved,

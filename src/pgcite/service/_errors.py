@@ -20,17 +20,19 @@ from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 
 from pgcite._errors import (
+    AccessDenied,
     CollectionNotFound,
-    ConfigError,
     DatabaseError,
     EmbedderError,
-    FilterError,
+    InvalidInput,
     PgciteError,
+    SnapshotNotFound,
 )
+from pgcite._inputs import excerpt
 
 _log = logging.getLogger("pgcite.service")
-MAX_EXCERPT = 120  # characters of any client-supplied text an error body may carry
 MAX_ERRORS = 10  # validation errors listed (the count says how many there were)
+MAX_MESSAGE = 500  # characters of a PgciteError's message in a body (it may quote input)
 
 
 class ApiError(Exception):
@@ -43,13 +45,15 @@ class ApiError(Exception):
 
 
 def _status(exc: PgciteError) -> int:
-    if isinstance(exc, CollectionNotFound):
+    if isinstance(exc, CollectionNotFound | SnapshotNotFound):
         return 404
+    if isinstance(exc, AccessDenied):
+        return 403
+    if isinstance(exc, InvalidInput):
+        return 422  # as pydantic's request validation: malformed whatever the collection
     if isinstance(exc, DatabaseError | EmbedderError):
         return 503  # the server's setup, not the request
-    if isinstance(exc, FilterError | ConfigError):
-        return 400
-    return 400
+    return 400  # a filter or option this collection cannot apply, a bad setting
 
 
 def _body(detail: str, hint: str | None) -> dict[str, str]:
@@ -66,14 +70,10 @@ async def _pgcite_error(_: Request, exc: Exception) -> JSONResponse:
     status = _status(exc)
     if status >= 500:
         _log.error("service unavailable: %s", exc)
-    return JSONResponse(_body(exc.message, exc.hint), status_code=status)
-
-
-def excerpt(text: object, limit: int = MAX_EXCERPT) -> str:
-    """``text`` cut to ``limit`` characters, lone surrogates escaped: JSON can always carry it."""
-    raw = str(text)
-    cut = raw[:limit] + ("…" if len(raw) > limit else "")
-    return cut.encode("utf-8", "backslashreplace").decode("utf-8")
+    # a message may quote the request (a filter value): cut, and always writable as JSON
+    return JSONResponse(_body(excerpt(exc.message, MAX_MESSAGE),
+                              excerpt(exc.hint, MAX_MESSAGE) if exc.hint else None),
+                        status_code=status)
 
 
 def _location(loc: Sequence[Any]) -> list[str | int]:

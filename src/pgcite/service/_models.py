@@ -2,7 +2,8 @@
 
 Every string in a request is checked to be valid UTF-8 without NUL (PostgreSQL stores neither),
 lists and lengths are bounded, and filters are flat (no nesting: the only structure is a list of
-metadata predicates), so a malformed request is a 422 before any work is done.
+metadata predicates), so a malformed request is a 422 before any work is done. The rules are
+pgcite/_inputs.py's, the same for every surface.
 """
 
 from __future__ import annotations
@@ -10,33 +11,28 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from fastapi import Query
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from pgcite._inputs import (
+    MAX_ENTITIES,
+    MAX_IN_VALUES,
+    MAX_PREDICATES,
+    Finite,
+    Name,
+    Names,
+    QueryText,
+    Scalar,
+)
 from pgcite._types import Mode
 from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
 from pgcite.retrieve._hits import StageEvent
 
-MAX_QUESTION_CHARS = 2000
 MAX_TOP_K = 100
-MAX_LIST_ITEMS = 50
-MAX_PREDICATES = 32
-
-
-def _clean(text: str) -> str:
-    if "\x00" in text:
-        raise ValueError("text must not contain NUL characters")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValueError("text must be valid Unicode (no lone surrogates)") from None
-    return text
-
-
-CleanStr = Annotated[str, AfterValidator(_clean)]
-Name = Annotated[CleanStr, Field(min_length=1, max_length=200)]
-Scalar = Annotated[CleanStr, Field(max_length=1000)] | bool | int | Annotated[
-    float, Field(allow_inf_nan=False)]
+SnapshotQuery = Annotated[int | None, Query(
+    ge=1, le=2**31 - 1, description="a snapshot id (default: the active one); a snapshot that "
+    "is not active needs an admin key")]
 
 
 class _Body(BaseModel):
@@ -48,19 +44,19 @@ class PredicateBody(_Body):
 
     key: Name
     op: Literal["eq", "in", "lt", "lte", "gt", "gte", "exists"] = "eq"
-    value: Scalar | Annotated[list[Scalar], Field(max_length=100)] | None = None
+    value: Scalar | Annotated[list[Scalar], Field(max_length=MAX_IN_VALUES)] | None = None
 
 
 class FiltersBody(_Body):
     """Hard filters, applied in SQL: every field narrows, none widens."""
 
-    corpora: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    corpora: Names | None = None
     cutoff: dt.date | None = None
-    authors: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
-    sources: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    authors: Names | None = None
+    sources: Names | None = None
     metadata: Annotated[list[PredicateBody], Field(max_length=MAX_PREDICATES)] = Field(
         default_factory=list)
-    entity: Annotated[list[Name], Field(max_length=16)] | None = Field(
+    entity: Annotated[list[Name], Field(max_length=MAX_ENTITIES)] | None = Field(
         default=None, description="only passages that mention all these entities (any "
         "spelling the collection's aliases know), e.g. [\"Sir W. Penn\"]")
 
@@ -105,7 +101,7 @@ class QueryBody(_Body):
     mode: Mode = "hybrid"
     top_k: int = Field(default=5, ge=1, le=MAX_TOP_K)
     cutoff: dt.date | None = Field(default=None, description="only passages dated on or before")
-    corpora: Annotated[list[Name], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    corpora: Names | None = None
     filters: FiltersBody | None = None
     rerank: bool | None = Field(
         default=None, description="shorthand for stages.rerank (needs a reranker configured "
@@ -142,13 +138,13 @@ def _earliest(a: dt.date | None, b: dt.date | None) -> dt.date | None:
 
 
 class SearchBody(QueryBody):
-    query: Annotated[CleanStr, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
+    query: QueryText
 
 
 class AnswerBody(QueryBody):
-    question: Annotated[CleanStr, Field(min_length=1, max_length=MAX_QUESTION_CHARS)]
+    question: QueryText
     token_budget: int = Field(default=4000, ge=100, le=16000)
-    threshold: Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False)] | None = Field(
+    threshold: Annotated[Finite, Field(ge=-1, le=1)] | None = Field(
         default=None, description="abstain below this best cosine similarity")
     generator: Literal["extractive"] | None = Field(
         default=None, description="force the extractive generator; null = the server's")

@@ -10,23 +10,24 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
+from pgcite._errors import DatabaseError
+from pgcite._inputs import MAX_LIST_ITEMS, Name
 from pgcite.answer._types import Answer
 from pgcite.retrieve._entities import EntitiesResult, Kind
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import Hit, SearchResult
-from pgcite.service._auth import Access, Principal, principal, reader_access
+from pgcite.service._access import Grant
+from pgcite.service._auth import Access, principal, reader_access
 from pgcite.service._metrics import answer_outcomes
 from pgcite.service._models import (
-    MAX_LIST_ITEMS,
     AnswerBody,
     CollectionOut,
     ErrorOut,
-    Name,
     SearchBody,
     SearchHit,
     SearchResponse,
+    SnapshotQuery,
 )
-from pgcite.service._pinned import pinned_snapshot
 from pgcite.service._state import ServiceState, get_state
 from pgcite.service._stream import sse_answer
 from pgcite.store._collections import list_collections
@@ -64,7 +65,7 @@ def _search_response(result: SearchResult) -> SearchResponse:
 
 @router.get("/v1/collections", response_model=list[CollectionOut], tags=["query"],
             responses=ERRORS)
-def collections(state: State, who: Annotated[Principal, Depends(principal)]) -> Any:
+def collections(state: State, who: Annotated[Grant, Depends(principal)]) -> Any:
     """The collections this key may read."""
     out = []
     with state.client.connection() as conn:
@@ -84,15 +85,16 @@ def collections(state: State, who: Annotated[Principal, Depends(principal)]) -> 
 async def search(body: SearchBody, access: Reader, state: State) -> Any:
     """Cited passages: BM25 + vector, fused; filters hold in SQL. Optional stages (route,
     decompose, hyde, rerank, boosts) say what they did in ``stages``."""
-    snapshot = await _pinned(access, state, body.snapshot)
+    # a snapshot other than the active one: the collection refuses it for a reader key
     arguments: dict[str, Any] = dict(top_k=body.top_k, mode=body.mode,
                                      filters=body.to_filters(), stages=body.stage_overrides(),
-                                     snapshot_id=snapshot)
+                                     snapshot_id=body.snapshot)
     if state.replicated:  # the sync path routes reads to replicas
         result = await run_in_threadpool(
-            lambda: state.reader(access.info).search(body.query, **arguments))
+            lambda: state.reader(access.info, access.grant).search(body.query, **arguments))
     else:
-        result = await (await state.areader(access.info)).search(body.query, **arguments)
+        reader = await state.areader(access.info, access.grant)
+        result = await reader.search(body.query, **arguments)
     state.metrics.observe_stages(result.timings_ms)
     state.metrics.observe_outcomes([(e.stage, e.outcome) for e in result.stages])
     state.metrics.observe_routes(result.stages)
@@ -111,15 +113,14 @@ def entities(
     edges: Annotated[int, Query(ge=0, le=1000)] = 0,
     cutoff: Annotated[dt.date | None, Query(description="nothing dated after it counts")] = None,
     corpora: Annotated[list[Name] | None, Query(max_length=MAX_LIST_ITEMS)] = None,
-    snapshot: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    snapshot: SnapshotQuery = None,
 ) -> Any:
     """Who, where, how often: entities ranked by the passages that mention them (with
     ``near``, together with that entity), each with supporting citation ids, under the same
     hard filters as a search."""
-    return state.reader(access.info).entities(
+    return state.reader(access.info, access.grant).entities(
         near=near, kind=kind, limit=limit, citations=citations, edges=edges,
-        filters=Filters(cutoff=cutoff, corpora=corpora),
-        snapshot_id=pinned_snapshot(access, state, snapshot))
+        filters=Filters(cutoff=cutoff, corpora=corpora), snapshot_id=snapshot)
 
 
 @router.post("/v1/collections/{collection}/answer", response_model=Answer, tags=["query"],
@@ -134,26 +135,19 @@ async def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None,
-        entity_facts=body.entity_facts, snapshot_id=await _pinned(access, state, body.snapshot))
+        entity_facts=body.entity_facts, snapshot_id=body.snapshot)
     if state.replicated and not body.stream:  # the sync path routes reads to replicas
         result = await run_in_threadpool(
-            lambda: state.reader(access.info).answer(body.question, **options))
+            lambda: state.reader(access.info, access.grant).answer(body.question, **options))
         _observe_answer(state, result)
         return result
-    reader = await state.areader(access.info)
+    reader = await state.areader(access.info, access.grant)
     if body.stream:  # on the primary, also with replicas (docs/scale-out.md)
         return await sse_answer(reader, body.question, options,
                                 on_final=lambda result: _observe_answer(state, result))
     result = await reader.answer(body.question, **options)
     _observe_answer(state, result)
     return result
-
-
-async def _pinned(access: Access, state: ServiceState, snapshot_id: int | None) -> int | None:
-    """:func:`pinned_snapshot`; its lookup (only when a snapshot is named) off the loop."""
-    if snapshot_id is None:
-        return None
-    return await state.offload(lambda: pinned_snapshot(access, state, snapshot_id))
 
 
 def _observe_answer(state: ServiceState, result: Answer) -> None:
@@ -175,13 +169,20 @@ def healthz() -> dict[str, str]:
 
 @ops.get("/readyz", responses={503: {"model": ErrorOut}})
 def readyz(state: State) -> Any:
-    """The database answers (a fresh connection, 2 s timeout)."""
+    """The database answers (a fresh connection, 2 s timeout). The embedded server is looked at
+    first: a dead postmaster is restarted from here, so a load balancer that calls only this
+    endpoint sees the service recover (no keyed request needed)."""
     try:
+        state.client.db.check_alive()  # starts the restart of a dead embedded server
         with psycopg.connect(state.client.db.url, connect_timeout=2) as conn:
             conn.execute("SELECT 1")
+    except DatabaseError as exc:
+        return JSONResponse({"detail": f"database unavailable: {exc.message}",
+                             "hint": exc.hint or "retry in a few seconds"},
+                            status_code=503, headers={"Retry-After": "2"})
     except psycopg.Error as exc:
         return JSONResponse({"detail": f"database unreachable: {type(exc).__name__}"},
-                            status_code=503)
+                            status_code=503, headers={"Retry-After": "2"})
     return {"status": "ready"}
 
 

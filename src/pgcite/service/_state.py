@@ -17,6 +17,7 @@ from pgcite._errors import CollectionNotFound, ConfigError
 from pgcite.answer._llm import ChatGenerator, GeneratorConfig, make_generator
 from pgcite.answer._types import Generator
 from pgcite.llm import llm_config
+from pgcite.service._access import Grant, not_found
 from pgcite.service._metrics import Metrics
 from pgcite.service._roles import AsyncRoleScopedConnection, RoleCache, RoleScopedConnection
 from pgcite.store._collections import CollectionInfo, aget_collection, get_collection
@@ -42,6 +43,21 @@ class ServiceConfig(BaseModel):
     max_upload_files: int = Field(default=MAX_UPLOAD_FILES, ge=1, le=1000)
     max_json_bytes: int = Field(default=MAX_JSON_BYTES, ge=1,
                                 description="bound on every request body but an upload's")
+    upload_budget_s: float = Field(
+        default=300.0, gt=0, description="seconds of reading (OCR included) one upload may take "
+        "before it is refused with a 413")
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="a connection must send a whole request head within "
+        "this many seconds (slowloris); `pgcite serve` closes it otherwise")
+    idle_timeout_s: float = Field(
+        default=30.0, gt=0, description="a request body that sends nothing for this many "
+        "seconds is cut")
+    key_recheck_s: float = Field(
+        default=2.0, gt=0, description="how often an open MCP stream (GET /mcp) checks its key "
+        "again: a revoked key closes it")
+    watch_database_s: float = Field(
+        default=5.0, ge=0, description="how often the service checks the embedded database "
+        "itself, restarting a dead postmaster with no request needed (0: off)")
     warm_up: bool = Field(default=True, description="load embedders at start-up")
     workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=256,
                          description="threads for model work: query embedding, answers")
@@ -76,7 +92,7 @@ class ServiceState:
             return self.client.read(lambda: self._lookup(name))
         except (CollectionNotFound, ConfigError):
             # No hint: the registry's list of names is not for every key holder to read.
-            raise CollectionNotFound(f"no collection named {name!r}") from None
+            raise not_found(name) from None
 
     async def alookup(self, name: str) -> CollectionInfo:
         """:meth:`lookup` on the async pool (the request path: no thread hop); with read
@@ -87,7 +103,7 @@ class ServiceState:
             async with (await self.async_client()).connection() as conn:
                 return await aget_collection(conn, name)
         except (CollectionNotFound, ConfigError):
-            raise CollectionNotFound(f"no collection named {name!r}") from None
+            raise not_found(name) from None
 
     def _lookup(self, name: str) -> CollectionInfo:
         with self.client.connection() as conn:
@@ -104,12 +120,13 @@ class ServiceState:
         routes them (``Client.read``), in a thread; the async API runs on the primary only."""
         return bool(self.client.replicas)
 
-    def reader(self, info: CollectionInfo) -> Collection:
-        """``info``'s collection, every query of it run under its read-only role."""
+    def reader(self, info: CollectionInfo, grant: Grant | None = None) -> Collection:
+        """``info``'s collection as ``grant`` may read it (None: anything; a reader key: the
+        active snapshot only), every query of it run under its read-only role."""
         assert self.roles is not None
         role = self.roles.ensure(info)
-        return Collection(self.client, info, connection=RoleScopedConnection(self.client, role))
-
+        return (grant or Grant()).open(self.client, info,
+                                       connection=RoleScopedConnection(self.client, role))
 
     async def async_client(self) -> AsyncClient:
         """The async client on this event loop (opened on first use)."""
@@ -127,12 +144,13 @@ class ServiceState:
         """``fn`` (blocking) in the async client's bounded executor."""
         return await (await self.async_client()).offload(fn)
 
-    async def areader(self, info: CollectionInfo) -> AsyncCollection:
+    async def areader(self, info: CollectionInfo, grant: Grant | None = None) -> AsyncCollection:
         """:meth:`reader`, awaited: the same role scoping on the async pool."""
         assert self.roles is not None
         aclient = await self.async_client()
         ready = self.roles.ready(info)
-        reader = self.reader(info) if ready else await aclient.offload(lambda: self.reader(info))
+        reader = (self.reader(info, grant) if ready
+                  else await aclient.offload(lambda: self.reader(info, grant)))
         role = self.roles.ensure(info)  # ensured above: no I/O
         return AsyncCollection(aclient, reader,
                                connection=AsyncRoleScopedConnection(aclient, role))

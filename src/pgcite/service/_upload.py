@@ -5,11 +5,22 @@ The screen is why one bad file cannot fail the others or surface as a 500: each 
 alone, and a file whose loader raises (JSON nested 100,000 deep: RecursionError) or whose text
 PostgreSQL cannot store (a NUL byte, a lone surrogate) is reported as failed, with a short
 reason, while the rest are ingested. It holds whatever the loaders do about such content.
+
+An upload's files live in a temporary folder named after the serving process
+(``pgcite-upload-<pid>-…``), removed when the request ends whatever its outcome (a client gone
+mid-way included: the route runs to its end). A process killed mid-upload cannot remove its
+folder; the next service to start removes every folder whose process is gone
+(:func:`remove_stale_folders`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import shutil
+import tempfile
+import time
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +28,16 @@ from typing import Any
 
 from fastapi import UploadFile
 
+from pgcite._inputs import excerpt
 from pgcite._types import Document
 from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, iter_documents
 from pgcite.ingest._pipeline import Failure
-from pgcite.service._errors import ApiError, excerpt
+from pgcite.service._errors import ApiError
 
 _UNSAFE = re.compile(r"[^\w.-]+")  # \w is Unicode-aware: ملف.jsonl keeps its name
+_FOLDER = "pgcite-upload-"
+_OWNED = re.compile(r"pgcite-upload-(\d+)-")
+_log = logging.getLogger("pgcite.service")
 MAX_STEM_BYTES = 120  # far below the 255-byte limit of file names, with room for "-N"
 _CHUNK = 1 << 20
 
@@ -61,11 +76,47 @@ def save(files: list[UploadFile], folder: Path, limit: int) -> list[str]:
     return saved
 
 
-def screen(folder: Path, names: list[str]) -> tuple[list[str], list[Failure]]:
-    """The files that load and hold only storable text, and a failure for each other one."""
+def new_folder() -> Path:
+    """A temporary folder for one upload, named after this process."""
+    return Path(tempfile.mkdtemp(prefix=f"{_FOLDER}{os.getpid()}-"))
+
+
+def remove_stale_folders(root: Path | None = None) -> list[Path]:
+    """Remove the upload folders of processes that no longer run (killed mid-upload); those of
+    live processes, this one's included, are theirs. Returns what it removed."""
+    removed = []
+    for folder in (root or Path(tempfile.gettempdir())).glob(f"{_FOLDER}*"):
+        owner = _OWNED.match(folder.name)
+        if owner is None or not folder.is_dir() or _alive(int(owner[1])):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    if removed:
+        _log.warning("removed %d upload folder(s) left by killed processes", len(removed))
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def screen(folder: Path, names: list[str], *, budget_s: float | None = None
+           ) -> tuple[list[str], list[Failure]]:
+    """The files that load and hold only storable text, and a failure for each other one.
+    ``budget_s``: past it, the upload is refused (413) before its next file is read."""
     good: list[str] = []
     failed: list[Failure] = []
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
     for name in names:
+        if deadline is not None and time.monotonic() > deadline:
+            raise ApiError(413, f"the upload needs more than {budget_s:g} s of work to read",
+                           hint="send fewer or smaller files per upload")
         reason = _problem(folder / name)
         if reason is None:
             good.append(name)

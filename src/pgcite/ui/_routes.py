@@ -15,33 +15,44 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from pgcite._client import Collection
+from pgcite._inputs import (
+    MAX_NAME_CHARS,
+    MAX_PREDICATES,
+    MAX_VALUE_CHARS,
+    Names,
+    QueryText,
+    clean_text,
+)
 from pgcite.answer._types import Answer, Generator
-from pgcite.retrieve._filters import Filters, coerce_predicates, parse_filter_args
+from pgcite.retrieve._filters import Filters, filters_from_args
 from pgcite.retrieve._hits import Hit, StageEvent
 from pgcite.service._auth import Access, reader_access
-from pgcite.service._pinned import pinned_snapshot
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
 
 _STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+# `key>=value` as the CLI's --filter: a key and a value, each within the API's bounds
+FilterArg = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS + MAX_VALUE_CHARS + 8),
+                      AfterValidator(clean_text)]
 
 
 class InspectBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=2000)
+    query: QueryText
     snapshot_id: int | None = Field(default=None, ge=1, le=2**31 - 1,
                                     description="None: the active snapshot; another one needs "
                                     "an admin key")
     top_k: int = Field(default=10, ge=1, le=50)
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
     cutoff: dt.date | None = None
-    corpora: list[str] | None = Field(default=None, max_length=50)
-    filters: list[str] = Field(default_factory=list, max_length=32,
-                               description="as `pgcite search --filter`: key=value, key>=1665")
+    corpora: Names | None = None
+    filters: list[FilterArg] = Field(default_factory=list, max_length=MAX_PREDICATES,
+                                     description="as `pgcite search --filter`: key=value, "
+                                     "key>=1665")
     answer: bool = False
 
 
@@ -61,11 +72,9 @@ class InspectOut(BaseModel):
 
 
 def _filters(col: Collection, body: InspectBody) -> Filters:
-    columns, preds = parse_filter_args(body.filters)
-    if preds:
-        preds = coerce_predicates(preds, col._snapshot(body.snapshot_id).metadata_fields or {})
-    return Filters(corpora=body.corpora or None, cutoff=body.cutoff,
-                   authors=columns.get("author"), sources=columns.get("source"), metadata=preds)
+    return filters_from_args(body.filters,
+                             lambda: col.snapshot(body.snapshot_id).metadata_fields or {},
+                             corpora=body.corpora or None, cutoff=body.cutoff)
 
 
 def _leg(candidates: list[Hit], rank: str) -> list[Hit]:
@@ -114,9 +123,9 @@ def static(name: str) -> Response:
 def inspect_route(body: InspectBody, access: Annotated[Access, Depends(reader_access)],
                   state: Annotated[ServiceState, Depends(get_state)]) -> Any:
     """Each leg's list, the fused list, what fusion dropped, the stages; optionally the answer
-    (on the same snapshot, with the same filters)."""
-    pinned_snapshot(access, state, body.snapshot_id)  # another snapshot than the active: admins
-    return inspect(state.reader(access.info), body, state.generator)
+    (on the same snapshot, with the same filters). A snapshot other than the active one needs
+    an admin key (service/_access.py)."""
+    return inspect(state.reader(access.info, access.grant), body, state.generator)
 
 
 def _asset(name: str) -> str:

@@ -5,7 +5,12 @@ bodies before authentication, 5xx in /metrics, and the embedding cache across co
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -194,3 +199,49 @@ def test_the_embedding_cache_is_not_shared_across_collections(
     report = body["report"]
     assert status == 201 and isinstance(report, dict)
     assert (report["embedded"], report["cached"]) == (0, 1)
+
+
+def _folders(root: Path, pid: int) -> set[Path]:
+    return set(root.glob(f"pgcite-upload-{pid}-*"))
+
+
+def test_upload_folders_are_removed_on_every_outcome(
+        api: TestClient, keys: dict[str, dict[str, str]]) -> None:
+    root = Path(tempfile.gettempdir())
+    before = _folders(root, os.getpid())
+    outcomes = [
+        _upload(api, keys["admin"], [("ok.jsonl", _line("ok-1", "A kept record."))])[0],
+        _upload(api, keys["admin"], [("nul.txt", b"\x00\n")])[0],  # nothing ingested
+        _upload(api, keys["admin"], [("big.txt", b"x" * 2_100_000)])[0],  # over the limit
+        _upload(api, keys["admin"], [("a.jsonl", b"{}\n"), ("b.exe", b"MZ")])[0],  # bad type
+    ]
+    assert outcomes == [201, 400, 413, 415]
+    assert _folders(root, os.getpid()) == before
+
+
+def test_a_starting_service_removes_the_folders_of_killed_uploads(
+        client: pgcite.Client, cols: list[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that no longer runs (killed mid-upload, say)
+    stale = tmp_path / f"pgcite-upload-{gone.pid}-x1"
+    stale.mkdir()
+    (stale / "scan.pdf").write_bytes(b"%PDF-1.4 half an upload")
+    live = tmp_path / f"pgcite-upload-{os.getpid()}-x2"  # a live process's: its own business
+    live.mkdir()
+    other = tmp_path / "pgcite-uploads-are-not-mine"
+    other.mkdir()
+    with TestClient(create_app(client=client, config=ServiceConfig(warm_up=False))):
+        pass
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_an_upload_over_its_time_budget_is_a_413(client: pgcite.Client, cols: list[str]) -> None:
+    app = create_app(client=client, config=ServiceConfig(warm_up=False, upload_budget_s=1e-6))
+    admin = {"X-API-Key": _token(client, "rel_a", "admin")}
+    before = _folders(Path(tempfile.gettempdir()), os.getpid())
+    with TestClient(app) as api:
+        status, body = _upload(api, admin, [("slow.jsonl", _line("slow-1", "Too slow."))])
+    assert status == 413 and "s of work" in str(body["detail"]), body
+    assert _folders(Path(tempfile.gettempdir()), os.getpid()) == before

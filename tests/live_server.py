@@ -20,11 +20,12 @@ def _free_port() -> int:
 
 
 @contextmanager
-def live_server(app: Any) -> Iterator[str]:
-    """Serve ``app`` until the block ends; yields its base URL."""
+def live_server(app: Any, **options: Any) -> Iterator[str]:
+    """Serve ``app`` until the block ends (``options``: more uvicorn settings, e.g. ``http``);
+    yields its base URL."""
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
+                                           lifespan="on", **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

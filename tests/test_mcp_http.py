@@ -76,3 +76,27 @@ def test_mcp_over_http_is_scoped_by_the_key(
     assert all(p["date_end"] <= "1665-12-31" for p in found.structured_content["passages"])
     refused = _call(base_url, token, "search", {"collection": other.name, "query": "harbour"})
     assert refused.is_error and "no collection named" in refused.content[0].text
+
+
+def test_a_revoked_key_ends_its_open_stream(client: pgcite.Client,
+                                             diary: pgcite.Collection) -> None:
+    import time
+
+    from pgcite.service._keys import revoke_key
+
+    app = create_app(client=client, config=ServiceConfig(warm_up=False, key_recheck_s=0.3))
+    mount_mcp(app)
+    with client.connection() as conn:
+        new = create_key(conn, diary.name, "reader")
+    headers = {"Authorization": f"Bearer {new.token}", "Accept": "text/event-stream"}
+    with live_server(app) as url, httpx.Client(timeout=30) as http:
+        with http.stream("GET", f"{url}/mcp", headers=headers) as stream:
+            assert stream.status_code == 200, stream.read()
+            with client.connection() as conn:
+                revoke_key(conn, new.key.key_id)
+            revoked = time.monotonic()
+            for _ in stream.iter_bytes():  # returns once the server ends the stream
+                pass
+            assert time.monotonic() - revoked < 5.0
+        # and a new one is refused
+        assert http.get(f"{url}/mcp", headers=headers).status_code == 401

@@ -63,6 +63,7 @@ def serve_command(
     import uvicorn
 
     from pgcite.service import ServiceConfig, create_app
+    from pgcite.service._connections import configure
     from pgcite.ui import mount_ui
 
     if not auth and not _loopback(host):
@@ -84,7 +85,8 @@ def serve_command(
     console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, inspector: /ui, auth "
                   f"{'on' if auth else 'OFF'}, generator {generator}"
                   f"{', MCP: /mcp' if mcp else ''})")
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # configure: request heads and bodies bounded in time (service/_connections.py)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, http=configure(config))
 
 
 def _serve_workers(config: ServiceConfig, *, host: str, port: int, workers: int,
@@ -94,6 +96,7 @@ def _serve_workers(config: ServiceConfig, *, host: str, port: int, workers: int,
     requests finish, each closes its pool); a worker that dies is replaced."""
     import uvicorn
 
+    from pgcite.service._connections import BoundedH11Protocol
     from pgcite.store._database import Database
     from pgcite.store._server import prune_handles
 
@@ -112,7 +115,8 @@ def _serve_workers(config: ServiceConfig, *, host: str, port: int, workers: int,
         # on a busy machine that is well past uvicorn's 5 s, which would kill and respawn it.
         uvicorn.run("pgcite.cli._serve:worker_app", factory=True, host=host, port=port,
                     workers=workers, log_level=log_level, timeout_graceful_shutdown=30,
-                    timeout_worker_healthcheck=_WORKER_START_S)
+                    timeout_worker_healthcheck=_WORKER_START_S,
+                    http=BoundedH11Protocol)  # by name: each worker configures its bounds
     finally:
         if current.database_url is None:  # workers uvicorn killed left their pids behind
             prune_handles(current.data_dir.expanduser().resolve() / "pg18")
@@ -137,9 +141,11 @@ def worker_app() -> FastAPI:
     # the last user goes) would never run, leaving PostgreSQL up after the service stopped.
     # multiprocessing runs its own finalizers at that exit; this one runs the atexit handlers.
     multiprocessing.util.Finalize(None, atexit._run_exitfuncs, exitpriority=0)
+    from pgcite.service._connections import configure
     from pgcite.ui import mount_ui
 
     config = ServiceConfig.model_validate(json.loads(os.environ[_WORKER_CONFIG]))
+    configure(config)  # this worker's connections: the bounds of the config
     app = create_app(settings(), config=config)
     _mount_mcp(app)
     mount_ui(app)

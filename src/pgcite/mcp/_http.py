@@ -3,7 +3,8 @@ keys (``Authorization: Bearer pgc_…`` or ``X-API-Key``) and read-only collecti
 
 A request without a valid key is refused with 401 before it reaches MCP; each tool call then
 resolves its key again from its own request's headers, so a session cannot outlive or widen the
-key it was opened with.
+key it was opened with; an open GET stream checks its key again every few seconds and ends once
+it is revoked.
 """
 
 from __future__ import annotations
@@ -13,15 +14,16 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from pgcite.mcp._access import Access, open_access
 from pgcite.mcp._server import build_server
-from pgcite.service._keys import authenticate
+from pgcite.service._keys import aauthenticate
 from pgcite.service._state import ServiceState
 
 PATH = "/mcp"
@@ -35,33 +37,63 @@ def _token(headers: Mapping[str, str]) -> str | None:
 
 
 class _KeyGate:
-    """ASGI: a 401 for a missing or unknown key, else the MCP session manager."""
+    """ASGI: a 401 for a missing or unknown key, else the MCP session manager. A GET opens a
+    stream that may stay open for hours (server-to-client messages): its key is checked again
+    every ``key_recheck_s`` seconds, and the stream ends once the key is revoked."""
 
     def __init__(self, state: ServiceState, inner: Any) -> None:
         self.state, self.inner = state, inner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.state.config.auth and not await self._known(scope):
-            body = json.dumps({"detail": "a valid API key is required for /mcp"}).encode()
-            await send({"type": "http.response.start", "status": 401, "headers": [
-                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
-            await send({"type": "http.response.body", "body": body})
+        if not self.state.config.auth:
+            await self.inner(scope, receive, send)
             return
-        await self.inner(scope, receive, send)
-
-    async def _known(self, scope: Scope) -> bool:
-        from anyio import to_thread
-
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers", [])}
         token = _token(headers)
-        if token is None:
-            return False
+        if token is None or not await self._known(token):
+            await _unauthorized(send)
+        elif scope.get("method") == "GET":
+            await self._watched(scope, receive, send, token)
+        else:
+            await self.inner(scope, receive, send)
 
-        def check() -> bool:
-            with self.state.client.connection() as conn:
-                return authenticate(conn, token) is not None
-        return await to_thread.run_sync(check)
+    async def _known(self, token: str) -> bool:
+        async with (await self.state.async_client()).connection() as conn:
+            return await aauthenticate(conn, token) is not None
+
+    async def _watched(self, scope: Scope, receive: Receive, send: Send, token: str) -> None:
+        started = revoked = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        async with anyio.create_task_group() as group:
+            async def watch() -> None:
+                nonlocal revoked
+                while not revoked:
+                    await anyio.sleep(self.state.config.key_recheck_s)
+                    revoked = not await self._known(token)
+                group.cancel_scope.cancel()  # ends the stream below
+
+            group.start_soon(watch)
+            await self.inner(scope, receive, sending)
+            group.cancel_scope.cancel()  # the stream ended by itself: stop watching
+        if not revoked:
+            return
+        if started:  # end the chunked response cleanly: the client sees the stream close
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            await _unauthorized(send)
+
+
+async def _unauthorized(send: Send) -> None:
+    body = json.dumps({"detail": "a valid API key is required for /mcp"}).encode()
+    await send({"type": "http.response.start", "status": 401, "headers": [
+        (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def mount_mcp(app: FastAPI) -> None:

@@ -325,3 +325,14 @@ def test_an_upload_and_an_ingest_fail_only_the_file_with_a_bad_number(
         assert "Traceback" not in result.output
     docs = {d.id for d in client.collection("acc_nan").documents()}
     assert docs == {"g2"}  # the CLI ingests activated; the uploads built inactive snapshots
+
+
+def test_an_ingest_over_its_time_budget_stores_nothing(client: pgcite.Client,
+                                                        tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text(json.dumps(DOCS[0]) + "\n")
+    client.drop_collection("acc_budget", missing_ok=True)
+    col = client.create_collection("acc_budget")
+    with pytest.raises(pgcite.TimeBudgetExceeded, match="nothing was stored"):
+        col.ingest([tmp_path / "a.jsonl"], time_budget_s=1e-6)
+    assert col.snapshots() == []
+    assert col.ingest([tmp_path / "a.jsonl"], time_budget_s=600).activated

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
         LoadError,
         PgciteError,
         SnapshotNotFound,
+        TimeBudgetExceeded,
     )
     from pgcite._gate_settings import GateSettings
     from pgcite._types import Fusion, Mode
@@ -126,6 +127,7 @@ _EXPORTS: dict[str, str] = {
     "Settings": "pgcite.config",
     "SnapshotInfo": "pgcite.store._snapshots",
     "SnapshotNotFound": "pgcite._errors",
+    "TimeBudgetExceeded": "pgcite._errors",
     "Source": "pgcite.answer",
     "StagedBuild": "pgcite.store._staged",
     "StagedSummary": "pgcite.store._staged",
@@ -223,6 +225,7 @@ __all__ = [
     "StagedBuild",
     "StagedSummary",
     "Stages",
+    "TimeBudgetExceeded",
     "TraceEvent",
     "Unit",
     "Verdict",

@@ -465,6 +465,7 @@ class Collection:
         progress: bool = False,
         aliases: str | Path | None = None,
         stage: bool = False,
+        time_budget_s: float | None = None,
     ) -> IngestReport:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
         inactive and activated only if it passes the gate (``report.gate`` says how it went).
@@ -477,7 +478,9 @@ class Collection:
 
         ``stage``: store the documents, batch by batch, for a later :meth:`build_staged`
         instead of building a snapshot (``report.staged``; ``activate`` does not apply): many
-        processes can stage into one collection at once (docs/snapshots.md, "Parallel ingest")."""
+        processes can stage into one collection at once (docs/snapshots.md, "Parallel ingest").
+        ``time_budget_s``: past it the ingest stops (``TimeBudgetExceeded``) and stores nothing
+        (checked after each file is read and before storing)."""
         with self.client.connection() as conn:
             current = get_collection(conn, self.name).settings
         gated = activate and not stage and current.golden is not None
@@ -489,6 +492,7 @@ class Collection:
             activate=activate and not gated, progress=progress, settings=self.client.settings,
             chat=self.client.llm() if current.contextual == "llm" else None,
             aliases=Path(aliases) if aliases is not None else None, stage=stage,
+            time_budget_s=time_budget_s,
         )
         if gated and report.snapshot_id is not None:
             report = gate_ingest(self, report)

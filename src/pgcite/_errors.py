@@ -43,6 +43,11 @@ class SnapshotNotFound(PgciteError):
     """The collection has no snapshot of that id (an error that lists no other ids)."""
 
 
+class TimeBudgetExceeded(PgciteError):
+    """Work given a time budget (an upload's ingest: ``ServiceConfig.upload_budget_s``) needed
+    more; nothing of it was stored. HTTP answers 413."""
+
+
 class DatabaseError(PgciteError):
     """The database cannot be reached or lacks what pgcite needs (pgvector)."""
 

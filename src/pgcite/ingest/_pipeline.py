@@ -27,7 +27,7 @@ import numpy as np
 import psycopg
 from pydantic import BaseModel, Field
 
-from pgcite._errors import ConfigError, LoadError
+from pgcite._errors import ConfigError, LoadError, TimeBudgetExceeded
 from pgcite._progress import progress_bar
 from pgcite._types import ChunkDraft, Contextual, Document
 from pgcite.config import Settings
@@ -181,13 +181,15 @@ def embed_texts(
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
     report: IngestReport, catalogue: Path | None, dates_from_names: bool,
-    dates_from_timestamps: bool, ocr_lang: str,
+    dates_from_timestamps: bool, ocr_lang: str, deadline: _Deadline | None = None,
 ) -> list[Document]:
     docs: dict[str, Document] = {}
     cat = Catalogue.read(catalogue) if catalogue is not None else None
     for item in iter_documents(paths, mapping=mapping, overrides=overrides, catalogue=cat,
                                dates_from_names=dates_from_names,
                                dates_from_timestamps=dates_from_timestamps, ocr_lang=ocr_lang):
+        if deadline is not None:
+            deadline.check()  # after each file read (a file's own OCR has its own limits)
         if isinstance(item, LoadError):
             report.failed.append(Failure(path=item.path, reason=item.reason))
         elif item.document_id in docs:
@@ -200,6 +202,20 @@ def _load(
         report.warnings += [f"catalogue {cat.path}: no file matches {key!r}"
                             for key in cat.unmatched()]
     return list(docs.values())
+
+
+class _Deadline:
+    """An ingest's time budget (``time_budget_s``): checked between files and before storing;
+    past it the ingest stops and stores nothing."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s, self.at = budget_s, time.monotonic() + budget_s
+
+    def check(self) -> None:
+        if time.monotonic() > self.at:
+            raise TimeBudgetExceeded(
+                f"the ingest needs more than its budget of {self.budget_s:g} s; nothing was "
+                "stored", hint="ingest fewer or smaller files at a time")
 
 
 def _note_ocr(doc: Document, report: IngestReport) -> None:
@@ -253,6 +269,7 @@ def ingest(
     aliases: Path | None = None,
     stage: bool = False,
     stage_batch: int = STAGE_BATCH,
+    time_budget_s: float | None = None,
 ) -> IngestReport:
     """Ingest ``paths`` into a new snapshot of ``collection``, or with ``stage`` only store them
     for a later build (:func:`_stage`).
@@ -268,8 +285,11 @@ def ingest(
     "Dates"). What the user gave a live document before stays (docs/ingest.md, "Re-ingest");
     ``report.changes`` lists each field this ingest changes. ``aliases`` is a YAML/CSV list of canonical
     names and their other spellings, kept by the collection (docs/ingest.md, "Entities").
+    ``time_budget_s``: past it (checked after each file is read and before storing) the ingest
+    raises TimeBudgetExceeded and stores nothing (an upload's budget).
     """
     started = time.monotonic()
+    deadline = _Deadline(time_budget_s) if time_budget_s is not None else None
     if stage and (replace or embedder_id is not None):
         raise ConfigError("a staged ingest adds to the active snapshot with the collection's "
                           "model: --replace and --embedder need a plain ingest or build")
@@ -284,7 +304,7 @@ def ingest(
     report = IngestReport(collection=collection)
     user_aliases = alias_keys(read_alias_file(aliases)) if aliases is not None else {}
     loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
-                   dates_from_timestamps, _ocr.tesseract_language(info.ts_config))
+                   dates_from_timestamps, _ocr.tesseract_language(info.ts_config), deadline)
     docs, stored = _settle(db, info, loaded)
     report.documents = len(docs)
     report.undated = sum(is_undated(doc) for doc in docs)
@@ -312,6 +332,8 @@ def ingest(
         return report
     chunked, vectors, mentions = _chunk_and_embed(db, embedder, fresh, info, spec, report,
                                                   settings, chat=chat, progress=progress)
+    if deadline is not None:
+        deadline.check()  # what was embedded stays in the cache: a retry is cheaper
 
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")

@@ -88,11 +88,12 @@ def upload(
     folder = new_folder()
     try:
         names = save(files, folder, state.config.max_upload_bytes)
-        good, failed = screen(folder, names, budget_s=state.config.upload_budget_s)
+        good, failed = screen(folder, names)
         if not good:
             raise _nothing_ingested(failed)
         report = _ingest(state.client.collection(access.info.name), folder, good,
-                         Overrides(author=author, corpus=corpus), corpus_version)
+                         Overrides(author=author, corpus=corpus), corpus_version,
+                         state.config.upload_budget_s)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for failure in report.failed:  # the temporary folder is nobody's business
@@ -110,12 +111,13 @@ def _nothing_ingested(failed: list[Failure]) -> ApiError:
 
 
 def _ingest(collection: Collection, folder: FsPath, names: list[str], overrides: Overrides,
-            corpus_version: str | None) -> IngestReport:
+            corpus_version: str | None, budget_s: float) -> IngestReport:
     """The screened files into a new inactive snapshot. Content the screen let through and the
     database still refused is the upload's fault (422), never a 500; a lost connection is 503."""
     try:
         return collection.ingest([folder / n for n in names], overrides=overrides,
-                                 corpus_version=corpus_version, activate=False)
+                                 corpus_version=corpus_version, activate=False,
+                                 time_budget_s=budget_s)  # past it: TimeBudgetExceeded, a 413
     except (psycopg.DataError, ValueError, RecursionError) as exc:
         # the database's text may quote the content: the server log has it, the client not
         _log.warning("an upload's content was refused: %s", exc)

@@ -27,6 +27,7 @@ from pgcite._errors import (
     InvalidInput,
     PgciteError,
     SnapshotNotFound,
+    TimeBudgetExceeded,
 )
 from pgcite._inputs import excerpt
 
@@ -49,6 +50,8 @@ def _status(exc: PgciteError) -> int:
         return 404
     if isinstance(exc, AccessDenied):
         return 403
+    if isinstance(exc, TimeBudgetExceeded):
+        return 413  # more work than the request may cost
     if isinstance(exc, InvalidInput):
         return 422  # as pydantic's request validation: malformed whatever the collection
     if isinstance(exc, DatabaseError | EmbedderError):

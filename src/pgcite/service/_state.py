@@ -44,8 +44,8 @@ class ServiceConfig(BaseModel):
     max_json_bytes: int = Field(default=MAX_JSON_BYTES, ge=1,
                                 description="bound on every request body but an upload's")
     upload_budget_s: float = Field(
-        default=300.0, gt=0, description="seconds of reading (OCR included) one upload may take "
-        "before it is refused with a 413")
+        default=300.0, gt=0, description="seconds of work (reading and OCR, embedding) one "
+        "upload's ingest may take; past it nothing is stored and the upload is a 413")
     header_timeout_s: float = Field(
         default=10.0, gt=0, description="a connection must send a whole request head within "
         "this many seconds (slowloris); `pgcite serve` closes it otherwise")

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import tempfile
-import time
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,23 +105,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def screen(folder: Path, names: list[str], *, budget_s: float | None = None
-           ) -> tuple[list[str], list[Failure]]:
-    """The files that load and hold only storable text, and a failure for each other one.
-    ``budget_s``: once reading them has taken longer, the upload is refused (413) and nothing of
-    it is ingested (each file's own work is bounded by the loaders' limits)."""
+def screen(folder: Path, names: list[str]) -> tuple[list[str], list[Failure]]:
+    """The files that load and hold only storable text, and a failure for each other one."""
     good: list[str] = []
     failed: list[Failure] = []
-    started = time.monotonic()
     for name in names:
         reason = _problem(folder / name)
         if reason is None:
             good.append(name)
         else:
             failed.append(Failure(path=name, reason=excerpt(reason, 200)))
-        if budget_s is not None and time.monotonic() - started > budget_s:
-            raise ApiError(413, f"the upload needs more than {budget_s:g} s of work to read",
-                           hint="send fewer or smaller files per upload")
     return good, failed
 
 

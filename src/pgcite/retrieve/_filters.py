@@ -199,9 +199,9 @@ def _coerce(key: str, text: Any, types: list[str]) -> Any:
                 number = float(text)
             except ValueError:
                 number = math.nan
-            if not math.isfinite(number):  # nan, inf, 1e999999: no JSON number
-                raise FilterError(f"filter {key!r}: {excerpt(repr(text), 60)} is not a finite "
-                                  "number") from None
+            if not math.isfinite(number):  # nan, inf, 1e999999: no JSON number, anywhere
+                raise InvalidFilter(f"filter {key!r}: {excerpt(repr(text), 60)} is not a "
+                                    "finite number", hint=_FILTER_HINT) from None
             return number
     if "boolean" in types and text.lower() in ("true", "false"):
         return text.lower() == "true"

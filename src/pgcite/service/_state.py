@@ -56,7 +56,7 @@ class ServiceConfig(BaseModel):
         default=2.0, gt=0, description="how often an open MCP stream (GET /mcp) checks its key "
         "again: a revoked key closes it")
     watch_database_s: float = Field(
-        default=5.0, ge=0, description="how often the service checks the embedded database "
+        default=2.0, ge=0, description="how often the service checks the embedded database "
         "itself, restarting a dead postmaster with no request needed (0: off)")
     warm_up: bool = Field(default=True, description="load embedders at start-up")
     workers: int = Field(default=DEFAULT_WORKERS, ge=1, le=256,

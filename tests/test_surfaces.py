@@ -336,3 +336,47 @@ def test_an_ingest_over_its_time_budget_stores_nothing(client: pgcite.Client,
         col.ingest([tmp_path / "a.jsonl"], time_budget_s=1e-6)
     assert col.snapshots() == []
     assert col.ingest([tmp_path / "a.jsonl"], time_budget_s=600).activated
+
+
+def test_pgcite_mcp_over_stdio_answers_every_hostile_line(client: pgcite.Client,
+                                                          diary: pgcite.Collection) -> None:
+    """A raw client, as a hostile one writes: a lone surrogate escape (which the SDK's parser
+    refuses, and used to drop unanswered, leaving the client waiting) gets an error answer."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from pgcite.cli import main; main()", "--database-url",
+         client.db.url, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True, env={**os.environ})
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def call(message: dict[str, Any]) -> dict[str, Any]:
+        proc.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        while select.select([proc.stdout], [], [], 120)[0]:
+            answer = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            if answer.get("id") == message["id"]:
+                return dict(answer)
+        raise AssertionError(f"no answer to {message['id']} within 120 s")
+
+    def search(call_id: int, query: str) -> dict[str, Any]:
+        return call({"jsonrpc": "2.0", "id": call_id, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"collection": diary.name, "query": query}}})
+
+    try:
+        call({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0",
+                                     "method": "notifications/initialized"}) + "\n")
+        surrogate = search(1, "fire \ud800")
+        assert "lone surrogate" in surrogate["error"]["message"], surrogate
+        nul = search(2, "fi\x00re")["result"]
+        assert nul["isError"] and "NUL" in nul["content"][0]["text"]
+        assert not search(3, "fire")["result"]["isError"]  # and it still serves
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)

@@ -45,7 +45,12 @@ def mcp_command(
         client = Client(settings())
         access = open_access(client, key)
         server = build_server(lambda ctx: access, generator=make_generator(config))
+    import anyio
+
+    from pgcite.mcp._stdio import serve_stdio
+
     try:
-        server.run("stdio")  # stdout carries the protocol: nothing else may print to it
+        # stdout carries the protocol: nothing else may print to it
+        anyio.run(serve_stdio, server)
     finally:
         client.close()

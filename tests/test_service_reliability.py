@@ -245,3 +245,17 @@ def test_an_upload_over_its_time_budget_is_a_413(client: pgcite.Client, cols: li
         status, body = _upload(api, admin, [("slow.jsonl", _line("slow-1", "Too slow."))])
     assert status == 413 and "budget" in str(body["detail"]), body
     assert _folders(Path(tempfile.gettempdir()), os.getpid()) == before
+
+
+def test_files_refused_for_their_size_alone_make_a_413() -> None:
+    """A scan over an OCR limit fails alone (kind too_large); when nothing else was in the
+    upload, the answer is a 413 saying so, not a 400."""
+    from types import SimpleNamespace
+
+    from pgcite.service._admin import _nothing_ingested
+
+    big = SimpleNamespace(path="scan.tif", reason="6 pages over the limit", kind="too_large")
+    bad = SimpleNamespace(path="bad.jsonl", reason="not valid JSON", kind="unreadable")
+    assert _nothing_ingested([big]).status == 413  # type: ignore[list-item]
+    assert _nothing_ingested([big, bad]).status == 400  # type: ignore[list-item]
+    assert _nothing_ingested([bad]).status == 400  # type: ignore[list-item]

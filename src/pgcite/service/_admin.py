@@ -24,6 +24,7 @@ from pgcite.store._snapshots import SnapshotInfo, list_snapshots
 
 router = APIRouter(tags=["admin"])
 _log = logging.getLogger("pgcite.service")
+TOO_LARGE = "too_large"  # a failure's kind for a file over a reading limit (HTTP 413)
 State = Annotated[ServiceState, Depends(get_state)]
 Admin = Annotated[Access, Depends(admin_access)]
 
@@ -106,8 +107,12 @@ def upload(
 
 
 def _nothing_ingested(failed: list[Failure]) -> ApiError:
-    return ApiError(400, "no document could be ingested: " + "; ".join(
-        f"{f.path}: {f.reason}" for f in failed)[:1000])
+    """400, or 413 when every file was refused for what it would cost to read (a scan over an
+    OCR limit: the ingest reports those with kind 'too_large')."""
+    too_large = bool(failed) and all(getattr(f, "kind", None) == TOO_LARGE for f in failed)
+    return ApiError(413 if too_large else 400, "no document could be ingested: " + "; ".join(
+        f"{f.path}: {f.reason}" for f in failed)[:1000],
+        hint="split the scans, or raise PGCITE_OCR_MAX_* on the server" if too_large else None)
 
 
 def _ingest(collection: Collection, folder: FsPath, names: list[str], overrides: Overrides,

@@ -50,8 +50,8 @@ def _status(exc: PgciteError) -> int:
         return 404
     if isinstance(exc, AccessDenied):
         return 403
-    if isinstance(exc, TimeBudgetExceeded):
-        return 413  # more work than the request may cost
+    if isinstance(exc, TimeBudgetExceeded) or getattr(exc, "kind", None) == "too_large":
+        return 413  # more work than the request may cost (a scan over an OCR limit)
     if isinstance(exc, InvalidInput):
         return 422  # as pydantic's request validation: malformed whatever the collection
     if isinstance(exc, DatabaseError | EmbedderError):

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
+import pgcite
 from pgcite.service._connections import BoundedH11Protocol
 from tests.live_server import live_server
 
@@ -73,10 +74,11 @@ def test_a_trickled_request_head_is_cut(base_url: str) -> None:
     assert took < 5.0, took
 
 
-def test_a_body_that_stops_is_cut(base_url: str) -> None:
+def test_a_body_that_stops_is_cut(base_url: str, path: str = "/echo") -> None:
     with _connect(base_url) as sock:
         started = time.monotonic()
-        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
+        sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"q")
         reply = _read_all(sock)
         took = time.monotonic() - started
     assert reply.startswith(b"HTTP/1.1 408"), reply
@@ -96,3 +98,38 @@ def test_slow_routes_and_kept_alive_connections_still_work(base_url: str) -> Non
         for _ in range(3):  # one kept-alive connection, request after request
             assert http.get("/ok").status_code == 200
         assert http.post("/echo", content=b"x" * 300_000).json() == {"bytes": 300_000}
+
+
+def test_pgcite_serve_bounds_its_connections(client: pgcite.Client) -> None:
+    """The real command: `pgcite serve --header-timeout 1 --idle-timeout 1` (its own process)."""
+    import subprocess
+    import sys
+
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from pgcite.cli import main; main()", "--database-url",
+         client.db.url, "serve", "--no-auth", "--port", str(port), "--header-timeout", "1",
+         "--idle-timeout", "1", "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.3)
+        test_a_trickled_request_head_is_cut(base)
+        test_a_body_that_stops_is_cut(base, "/v1/collections/diary_fixture/search")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

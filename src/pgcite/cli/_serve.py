@@ -58,6 +58,14 @@ def serve_command(
     workers: Annotated[int, typer.Option(
         min=1, max=64, help="Worker processes, each with its own pool and models (the "
         "embedder loaded once per worker), sharing nothing but the database.")] = 1,
+    header_timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a connection has to send a whole request head (slowloris); "
+        "then 408 and closed.")] = 10.0,
+    idle_timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds a request body may send nothing; then 408 and closed.")] = 30.0,
+    upload_budget: Annotated[float, typer.Option(
+        min=0.1, help="Seconds of work (reading, OCR, embedding) one upload may cost; past "
+        "it nothing is stored and the upload is a 413.")] = 300.0,
 ) -> None:
     """Serve search and grounded answers over HTTP, with API keys per collection."""
     import uvicorn
@@ -71,7 +79,8 @@ def serve_command(
                    hint="bind to 127.0.0.1, or keep auth on and create keys", code=2)
     with user_errors():
         config = ServiceConfig(
-            auth=auth, threshold=threshold,
+            auth=auth, threshold=threshold, header_timeout_s=header_timeout,
+            idle_timeout_s=idle_timeout, upload_budget_s=upload_budget,
             generator=generator_config(generator, llm_base_url, llm_model, llm_api_key,
                                        llm_timeout, llm_model_path),
         )

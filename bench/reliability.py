@@ -224,6 +224,20 @@ def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
          "--log-level", "critical"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def stop(proc: subprocess.Popen[Any], *, terminate: bool = True, grace_s: float = 30) -> None:
+    """End a child: SIGTERM (unless ``terminate`` is False: it was told otherwise), then
+    SIGKILL if it has not exited within ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    if terminate:
+        proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def peak_rss_mb(pid: int) -> float:
     """The process's peak resident set (VmHWM), in MB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -432,12 +446,8 @@ def mcp_stdio_calls(data_dir: Path, token: str | None,
             send(_tools_call(tool, args, i))
             out.append(_tool_result(answer(i)))
     finally:
-        stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stdin.close()  # its signal to exit
+        stop(proc, terminate=False)
     return out
 
 
@@ -1086,11 +1096,7 @@ def kill_server_mid_upload(base: str, keys: dict[str, dict[str, str]],
         wait_ready(f"http://127.0.0.1:{port}", again)
         after = len(upload_folders(server.pid))
     finally:
-        again.terminate()
-        try:
-            again.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            again.kill()
+        stop(again)
     return {"upload_folder_seen_s": seen, "folders_left_by_the_kill": left,
             "folders_left_after_restart": after}
 
@@ -1190,12 +1196,7 @@ def run(mode: Mode, args: argparse.Namespace, data_dir: Path, work: Path) -> dic
         results["kill_server"] = timed("kill server mid-upload", lambda: kill_server_mid_upload(
             base, keys, server, data_dir, mode))
     finally:
-        if server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop(server)
     results["requests"] = {k: {"sent": n, "statuses": {str(s): c for s, c in sorted(
         tally.status[k].items())}} for k, n in sorted(tally.sent.items())}
     results["five_xx"] = tally.five_xx()

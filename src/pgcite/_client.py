@@ -73,6 +73,7 @@ from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_withou
 from pgcite.store._replicas import (
     PRIMARY_SQL,
     REPLAY_SQL,
+    Failure,
     Replica,
     ReplicaBehind,
     ReplicaSet,
@@ -112,6 +113,12 @@ _READ_NODE: ContextVar[Replica | None] = ContextVar("pgcite_read_node", default=
 # Whether a read is under way (on a replica or the primary): a read inside it (an answer's
 # searches) stays on the node the outer one chose.
 _IN_READ: ContextVar[bool] = ContextVar("pgcite_in_read", default=False)
+# The database errors the current read's replica connections raised. Only these (and
+# ReplicaBehind, raised on purpose) say the replica failed: anything else -- an LLM endpoint
+# refusing a connection, a file that cannot be read -- is the request's own, reaches the caller
+# once and leaves the replica in.
+_REPLICA_ERRORS: ContextVar[list[BaseException] | None] = ContextVar(
+    "pgcite_replica_errors", default=None)
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -119,6 +126,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 def on_replica() -> bool:
     """Whether the current read runs on a replica."""
     return _READ_NODE.get() is not None
+
+
+def _replica_failure(exc: BaseException) -> Failure | None:
+    """What ``exc``, raised by a read on a replica, says about that replica (None: nothing,
+    the error is the request's own). The error counts when it, or an error it was raised from,
+    came out of the replica's connection."""
+    if isinstance(exc, ReplicaBehind):
+        return "behind"
+    noted = _REPLICA_ERRORS.get() or []
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        if any(error is n for n in noted):
+            return classify(error)
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _reachable(node: Replica) -> bool:
@@ -211,8 +235,14 @@ class Client:
         primary's, or inside a read (``read``) the replica it runs on."""
         node = _READ_NODE.get()
         if node is not None:
-            with self._replica_pool(node).connection() as conn:
-                yield conn
+            try:
+                with self._replica_pool(node).connection() as conn:
+                    yield conn
+            except psycopg.Error as exc:  # PoolTimeout included: the replica's, not ours
+                noted = _REPLICA_ERRORS.get()
+                if noted is not None:
+                    noted.append(exc)
+                raise
             return
         self.db.check_alive()  # a dead embedded server: DatabaseError now, not a pool timeout
         with self._pool_lock:
@@ -249,10 +279,11 @@ class Client:
         tried: set[str] = set()
         while (node := self.replicas.choose(frozenset(tried))) is not None:
             token = _READ_NODE.set(node)
+            noted = _REPLICA_ERRORS.set([])
             try:
                 result = fn()
             except Exception as exc:
-                failure = classify(exc)
+                failure = _replica_failure(exc)
                 if failure is None:
                     raise  # the request's own error: any node would say the same
                 tried.add(node.url)
@@ -267,6 +298,7 @@ class Client:
                 continue
             finally:
                 _READ_NODE.reset(token)
+                _REPLICA_ERRORS.reset(noted)
             self.replicas.succeeded(node)
             self.replicas.count(node.label)
             return result

@@ -358,21 +358,6 @@ def test_blank_check_sees_any_ink_but_not_a_scans_speckle() -> None:
         assert not _ocr.is_blank(inked), word
 
 
-@pytest.fixture()
-def tesseract_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
-    """The size of every image handed to Tesseract."""
-    pytesseract = pytest.importorskip("pytesseract")
-    runs: list[tuple[int, int]] = []
-    real = pytesseract.image_to_data
-
-    def counted(image: Image.Image, *args: object, **kwargs: object) -> object:
-        runs.append(image.size)
-        return real(image, *args, **kwargs)
-
-    monkeypatch.setattr(pytesseract, "image_to_data", counted)
-    return runs
-
-
 @needs_tesseract
 def test_blank_pages_never_reach_tesseract(tmp_path: Path,
                                            tesseract_runs: list[tuple[int, int]]) -> None:

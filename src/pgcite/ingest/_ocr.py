@@ -194,6 +194,15 @@ def check_language(lang: str) -> str:
     return version
 
 
+def _pillow() -> Any:
+    try:
+        from PIL import Image as PILImage
+    except ImportError as exc:
+        raise OcrUnavailable("needs OCR, but Pillow is not installed "
+                             "(pip install 'pgcite[ocr]')") from exc
+    return PILImage
+
+
 def _pdfium() -> Any:
     try:
         import pypdfium2
@@ -213,7 +222,7 @@ def read_image(data: bytes, lang: str, limits: OcrLimits) -> tuple[list[Unit], l
     Tesseract is looked for: a bomb is refused where OCR is missing too), and the frames are
     then decoded one at a time, so memory holds one page, never the whole file."""
     budget = _Budget(limits)
-    from PIL import Image as PILImage
+    PILImage = _pillow()  # noqa: N806 -- the module, as Pillow's own docs name it
 
     with warnings.catch_warnings():  # sizes are checked below, against our own limit
         warnings.simplefilter("ignore", PILImage.DecompressionBombWarning)
@@ -261,6 +270,7 @@ def read_pdf_pages(data: bytes, numbers: Sequence[int], lang: str,
     version = check_language(lang)
     budget = _Budget(limits)
     budget.pages(len(numbers), exact=True)
+    _pillow()  # pdfium's renderings become Pillow images
     pdf = _pdfium().PdfDocument(data)
     try:
         units: list[Unit] = []
@@ -368,9 +378,7 @@ def _for_tesseract(image: Image) -> Image:
         image.load()
         return image
     if "A" in image.getbands():  # transparent parts are paper: white, not black
-        from PIL import Image as PILImage
-
-        flat = PILImage.new("RGBA", image.size, (255, 255, 255, 255))
+        flat = _pillow().new("RGBA", image.size, (255, 255, 255, 255))
         flat.alpha_composite(image.convert("RGBA"))
         image = flat
     return image.convert("L")

@@ -385,18 +385,28 @@ def _for_tesseract(image: Image) -> Image:
 
 
 def is_blank(image: Image) -> bool:
-    """No ink on the page: shrunk by box averaging (which evens out a scan's speckle), its
-    lightest and darkest pixels are within :data:`BLANK_RANGE` grey levels."""
+    """No ink on the page (:func:`ink_range` at most :data:`BLANK_RANGE`)."""
+    return ink_range(image) <= BLANK_RANGE
+
+
+def ink_range(image: Image) -> float:
+    """How far the lightest and darkest pixels of the page are apart, in grey levels, once it
+    is shrunk by box averaging (which evens out a scan's speckle) to about BLANK_SIDE pixels
+    on its short side."""
     grey = image if image.mode == "L" else image.convert("L")
     factor = max(1, min(grey.size) // BLANK_SIDE)
-    return _flat(grey.reduce(factor) if factor > 1 else grey)
+    return _spread(grey.reduce(factor) if factor > 1 else grey)
 
 
 def _flat(thumb: Image) -> bool:
-    grey = thumb if thumb.mode == "L" else thumb.convert("L")
+    """A thumbnail rendered at about BLANK_SIDE pixels (a PDF page's) has no ink."""
+    return _spread(thumb if thumb.mode == "L" else thumb.convert("L")) <= BLANK_RANGE
+
+
+def _spread(grey: Image) -> float:
     low, high = grey.getextrema()  # one band: (min, max) as numbers
     assert isinstance(low, int | float) and isinstance(high, int | float)
-    return high - low <= BLANK_RANGE
+    return high - low
 
 
 # --- words -> paragraphs -> regions -----------------------------------------------------------

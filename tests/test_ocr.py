@@ -398,3 +398,12 @@ def test_a_table_with_a_narrow_value_column_is_not_split() -> None:
     (region,) = _ocr.regions(_ocr._paragraphs(data))
     assert region.text().split("\n") == ["Carrier to Leeds 4s.", "Straw and sawdust 6d.",
                                          "Lamp oil, best 1s."]
+
+
+def test_a_16_bit_scan_keeps_its_ink() -> None:
+    """Pillow's convert("L") clips 16-bit values to white: a 16-bit scan read as blank."""
+    scan = Image.new("I;16", (600, 400), 60_000)
+    ImageDraw.Draw(scan).rectangle((100, 100, 300, 160), fill=2_000)
+    grey = _ocr._for_tesseract(scan)
+    assert grey.mode == "L" and not _ocr.is_blank(grey)
+    assert grey.getpixel((200, 130)) < 20 and grey.getpixel((500, 300)) > 220

@@ -27,6 +27,7 @@ imports them before that check.
 from __future__ import annotations
 
 import functools
+import importlib
 import io
 import math
 import shutil
@@ -170,11 +171,7 @@ def tesseract_language(ts_config: str) -> str:
 @functools.cache
 def _installed() -> tuple[str, tuple[str, ...]]:
     """Tesseract's version and installed languages, or :class:`OcrUnavailable`."""
-    try:
-        import pytesseract
-    except ImportError as exc:
-        raise OcrUnavailable("needs OCR, but pytesseract is not installed "
-                             "(pip install 'pgcite[ocr]')") from exc
+    pytesseract = _optional("pytesseract", "pytesseract", "needs OCR")
     if shutil.which(pytesseract.pytesseract.tesseract_cmd) is None:
         raise OcrUnavailable("needs OCR, but the tesseract program is not installed "
                              "(Debian/Ubuntu: apt-get install tesseract-ocr)")
@@ -194,22 +191,22 @@ def check_language(lang: str) -> str:
     return version
 
 
-def _pillow() -> Any:
+def _optional(module: str, package: str, need: str) -> Any:
+    """A module of the ``ocr`` extra, or :class:`OcrUnavailable` naming the extra."""
     try:
-        from PIL import Image as PILImage
+        return importlib.import_module(module)
     except ImportError as exc:
-        raise OcrUnavailable("needs OCR, but Pillow is not installed "
+        raise OcrUnavailable(f"{need}, but {package} is not installed "
                              "(pip install 'pgcite[ocr]')") from exc
-    return PILImage
+
+
+def _pillow() -> Any:
+    _optional("PIL", "Pillow", "needs OCR")
+    return importlib.import_module("PIL.Image")
 
 
 def _pdfium() -> Any:
-    try:
-        import pypdfium2
-    except ImportError as exc:
-        raise OcrUnavailable("needs OCR of a page without text, but pypdfium2 is not "
-                             "installed (pip install 'pgcite[ocr]')") from exc
-    return pypdfium2
+    return _optional("pypdfium2", "pypdfium2", "needs OCR of a page without text")
 
 
 # --- files: image frames and PDF pages --------------------------------------------------------
@@ -253,6 +250,9 @@ def _frames(image: Image, budget: _Budget) -> int:
             image.seek(count)
         except EOFError:
             break
+        except _pillow().DecompressionBombError as exc:  # a later frame past Pillow's limit
+            raise OverLimit("page_pixels", f"page {count + 1} is over Pillow's "
+                            "decompression-bomb limit") from exc
         count += 1
         budget.pages(count, exact=False)
         budget.pixels(count, *image.size)
@@ -377,6 +377,8 @@ def _for_tesseract(image: Image) -> Image:
     if image.mode in ("1", "L"):
         image.load()
         return image
+    if image.mode == "I" or image.mode.startswith("I;16"):  # 16-bit scans: convert() clips
+        return image.convert("I").point(lambda v: v / 256).convert("L")  # to white; scale
     if "A" in image.getbands():  # transparent parts are paper: white, not black
         flat = _pillow().new("RGBA", image.size, (255, 255, 255, 255))
         flat.alpha_composite(image.convert("RGBA"))

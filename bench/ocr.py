@@ -213,7 +213,11 @@ def per_block() -> Iterator[None]:
                 out.append(_ocr.Region([paragraph]))
         return out
 
-    _ocr.reading_order = lambda paragraphs, body: paragraphs  # type: ignore[assignment]
+    def tesseract_order(paragraphs: list[_ocr.Paragraph], body: float, *,
+                        rtl: bool = False) -> list[_ocr.Paragraph]:
+        return paragraphs
+
+    _ocr.reading_order = tesseract_order
     _ocr.regions = blocks  # type: ignore[assignment]
     try:
         yield

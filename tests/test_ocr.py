@@ -388,6 +388,19 @@ def test_lines_running_across_a_gutter_are_read_column_by_column() -> None:
         "Reply from Secretary\nthe council thanks\nand asks that\nthe globe returns."]
 
 
+def test_a_right_to_left_script_reads_the_right_column_first() -> None:
+    def across(line: int, top: int, left: str, right: str) -> list[
+            tuple[int, int, int, int, int, str]]:
+        return ([(1, 1, line, 100 + 70 * i, top, w) for i, w in enumerate(left.split())]
+                + [(1, 1, line, 700 + 70 * i, top, w) for i, w in enumerate(right.split())])
+    data = tesseract_data([*across(1, 100, "second column one", "first column one"),
+                           *across(2, 130, "second column two", "first column two"),
+                           *across(3, 160, "second column end.", "first column end.")])
+    texts = [r.text() for r in _ocr.regions(_ocr._paragraphs(data, rtl=True))]
+    assert [t.split("\n")[0] for t in texts] == ["first column one", "second column one"]
+    assert "ara" in _ocr.RTL_LANGUAGES and "eng" not in _ocr.RTL_LANGUAGES
+
+
 def test_a_table_with_a_narrow_value_column_is_not_split() -> None:
     rows = [("Carrier to Leeds", "4s."), ("Straw and sawdust", "6d."), ("Lamp oil, best", "1s.")]
     data = tesseract_data([

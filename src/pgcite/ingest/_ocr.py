@@ -76,6 +76,8 @@ GUTTER_LINES = 3
 GUTTER_WORDS = 3
 _SENTENCE_END = (".", "!", "?", "。", "؟", ".\"", ".”", ".'", ".’", "!”", "?”")
 
+# Tesseract's languages written right to left: their columns are read right one first.
+RTL_LANGUAGES = frozenset({"ara", "heb", "fas", "urd", "yid", "syr"})
 # A collection's text-search language (PostgreSQL's config name) -> Tesseract's language code.
 TESSERACT_LANGUAGES: dict[str, str] = {
     "simple": "eng", "english": "eng", "arabic": "ara", "german": "deu", "spanish": "spa",
@@ -348,7 +350,7 @@ def read_page(image: Image, page: int, lang: str, *, version: str | None = None,
         if "timeout" in str(exc).lower():
             raise budget.spent(page) from exc
         raise
-    paragraphs = _paragraphs(data)
+    paragraphs = _paragraphs(data, rtl=lang in RTL_LANGUAGES)
     confs = [c for p in paragraphs for c in p.confidences]
     mean = round(statistics.fmean(confs), 1) if confs else None
     low = mean is None or mean < LOW_CONFIDENCE
@@ -476,8 +478,9 @@ class Region:
         return [c for p in self.paragraphs for c in p.confidences]
 
 
-def _paragraphs(data: dict[str, list[Any]]) -> list[Paragraph]:
-    """Words grouped by Tesseract's paragraph and line, in its reading order; empty ones gone."""
+def _paragraphs(data: dict[str, list[Any]], *, rtl: bool = False) -> list[Paragraph]:
+    """Words grouped by Tesseract's paragraph and line, in reading order (``rtl``: a script
+    written right to left, whose right column comes first); empty ones gone."""
     paragraphs: dict[tuple[int, int], Paragraph] = {}
     lines: dict[tuple[int, int, int], Line] = {}
     rows: Iterator[tuple[Any, ...]] = zip(
@@ -499,7 +502,7 @@ def _paragraphs(data: dict[str, list[Any]]) -> list[Paragraph]:
         current.boxes.append([int(left), int(top), int(left) + int(width),
                               int(top) + int(height)])
     found = list(paragraphs.values())
-    return reading_order(found, _body_height(found)) if found else []
+    return reading_order(found, _body_height(found), rtl=rtl) if found else []
 
 
 def _body_height(paragraphs: Sequence[Paragraph]) -> float:
@@ -507,13 +510,15 @@ def _body_height(paragraphs: Sequence[Paragraph]) -> float:
     return statistics.median(line.box[3] - line.box[1] for p in paragraphs for line in p.lines)
 
 
-def reading_order(paragraphs: list[Paragraph], body: float) -> list[Paragraph]:
+def reading_order(paragraphs: list[Paragraph], body: float, *,
+                  rtl: bool = False) -> list[Paragraph]:
     """Tesseract's paragraphs, column by column where its blocks run across a gutter.
 
     A block of :data:`GUTTER_LINES` lines or more may show a gutter (:func:`_gutter`); a shorter
     one beside it (a heading over each column) takes that gutter when none of its words crosses
     it. Consecutive blocks split at one gutter are read as a reader would: all their left
-    parts, then all their right parts (each side again, for three columns)."""
+    parts, then all their right parts -- the other way round for a script written right to
+    left -- each side again, for three columns."""
     blocks: dict[int, list[Paragraph]] = {}
     for paragraph in paragraphs:
         blocks.setdefault(paragraph.block, []).append(paragraph)
@@ -537,8 +542,9 @@ def reading_order(paragraphs: list[Paragraph], body: float) -> list[Paragraph]:
             band += groups[i]
             i += 1
         # each side has fewer words than the band (a gutter has words on both): this ends
-        for side in _split(band, gap):
-            out += reading_order(side, body)
+        left, right = _split(band, gap)
+        for side in (right, left) if rtl else (left, right):
+            out += reading_order(side, body, rtl=rtl)
     return out
 
 
@@ -551,7 +557,8 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return min(a[1], b[1]) > max(a[0], b[0])
 
 
-def _split(band: list[Paragraph], gap: tuple[int, int]) -> tuple[list[Paragraph], ...]:
+def _split(band: list[Paragraph],
+           gap: tuple[int, int]) -> tuple[list[Paragraph], list[Paragraph]]:
     """The paragraphs' parts left of the gutter, and right of it."""
     middle = (gap[0] + gap[1]) / 2
     left = [part for p in band if (part := _side(p, lambda box: box[2] <= middle)).lines]

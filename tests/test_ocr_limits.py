@@ -11,6 +11,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,6 +181,27 @@ def test_tesseract_past_the_time_budget_is_killed_and_the_file_refused(
 
 
 @needs_tesseract
+def test_an_ingest_time_budget_stops_a_scan_s_ocr_too(
+        client: pgcite.Client, tmp_path: Path, tesseract_runs: list[tuple[int, int]]) -> None:
+    """A scan's OCR stops at the ingest's deadline (an upload's budget), not only at its own
+    900 s: a budget already spent when the scan is reached runs Tesseract on no page."""
+    pdf = scanned_pdf(tmp_path / "letters.pdf", [page_image(PAGES[0]), page_image(PAGES[1])])
+    error = one(list(iter_documents([pdf], ocr_limits=OcrLimits(
+        10, 40_000_000, 900, until=time.monotonic() - 1))))
+    assert isinstance(error, pgcite.ScanLimitExceeded) and error.limit == "seconds"
+    assert error.reason == "scan too large: the ingest's time budget ran out during OCR, at page 1"
+    col = client.create_collection("ocr_ingest_budget")
+    try:
+        with pytest.raises(pgcite.TimeBudgetExceeded):
+            col.ingest([pdf], time_budget_s=1e-6)
+        assert tesseract_runs == []
+        assert col.ingest([pdf], time_budget_s=600).documents == 1  # a budget that suffices
+        assert len(tesseract_runs) == 2
+    finally:
+        client.drop_collection("ocr_ingest_budget")
+
+
+@needs_tesseract
 def test_a_scan_over_a_limit_is_one_line_in_the_cli_and_the_rest_is_ingested(
         cli_env: None, client: pgcite.Client, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -217,6 +239,11 @@ def test_an_upload_reads_each_page_once_and_reports_a_bomb_as_too_large(
             response = api.post(f"/v1/collections/{col.name}/documents", headers=headers, files=[
                 ("files", ("letters.pdf", pdf.read_bytes())),
                 ("files", ("bomb.png", png(12_000, 12_000)))])
+            alone = api.post(f"/v1/collections/{col.name}/documents", headers=headers,
+                             files=[("files", ("bomb.png", png(12_000, 12_000)))])
+        # with nothing else in the upload, the bomb is a 413 (service/_admin.py), not a 400
+        assert alone.status_code == 413, alone.text
+        assert "bomb.png: scan too large: page 1 is 12000 x 12000" in alone.json()["detail"]
         assert response.status_code == 201, response.text
         report = response.json()["report"]
         assert report["documents"] == 1 and report["ocr_pages"] == 2

@@ -108,11 +108,14 @@ class DamagedPage(Exception):
 
 @dataclass(frozen=True)
 class OcrLimits:
-    """How much OCR one file may cost (the defaults and their reasons: ``config.Settings``)."""
+    """How much OCR one file may cost (the defaults and their reasons: ``config.Settings``).
+    ``until``: the whole ingest's deadline (``time.monotonic()``, an upload's time budget), which
+    cuts a file's OCR short where it comes before the file's own ``max_seconds``."""
 
     max_pages: int
     max_page_pixels: int
     max_seconds: float
+    until: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings | None = None) -> OcrLimits:
@@ -129,7 +132,9 @@ class _Budget:
 
     def __init__(self, limits: OcrLimits) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.max_seconds
+        own = time.monotonic() + limits.max_seconds
+        self.ingest_first = limits.until is not None and limits.until < own
+        self.deadline = limits.until if limits.until is not None and self.ingest_first else own
 
     def pages(self, count: int, *, exact: bool) -> None:
         """Refuse a file with more than the limit of pages to read (``count`` is a lower
@@ -154,6 +159,9 @@ class _Budget:
         return left
 
     def spent(self, page: int) -> OverLimit:
+        if self.ingest_first:
+            return OverLimit("seconds", f"the ingest's time budget ran out during OCR, at page "
+                             f"{page}")
         return OverLimit("seconds", f"OCR ran out of its {self.limits.max_seconds:g} s budget "
                          f"at page {page} (PGCITE_OCR_MAX_SECONDS)")
 

@@ -16,6 +16,7 @@ caller -- ``Collection.ingest`` builds inactive, evaluates, and activates only i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -224,6 +225,13 @@ class _Deadline:
                 "stored", hint="ingest fewer or smaller files at a time")
 
 
+def _ocr_limits(settings: Settings, deadline: _Deadline | None) -> _ocr.OcrLimits:
+    """The settings' OCR limits; under a time budget, a scan's OCR also stops at the ingest's
+    deadline (else one scan could run its own ``ocr_max_seconds`` past an upload's budget)."""
+    limits = _ocr.OcrLimits.from_settings(settings)
+    return limits if deadline is None else dataclasses.replace(limits, until=deadline.at)
+
+
 def _note_ocr(doc: Document, report: IngestReport) -> None:
     """Count the document's OCR-read pages and flag the ones read poorly or not at all."""
     report.ocr_pages += sum(page.error is None for page in doc.ocr_pages)
@@ -315,7 +323,7 @@ def ingest(
         report.warnings.append(f"{why}: the aliases are kept, but no passage's entities are read")
     loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
                    dates_from_timestamps, _ocr.tesseract_language(info.ts_config),
-                   _ocr.OcrLimits.from_settings(settings), deadline)
+                   _ocr_limits(settings, deadline), deadline)
     docs, stored = _settle(db, info, loaded)
     report.documents = len(docs)
     report.undated = sum(is_undated(doc) for doc in docs)

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,3 +69,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker, (names, install) in NEEDS.items():
         if item.get_closest_marker(marker) is not None and binary(marker) is None:
             pytest.skip(f"{marker}: {' / '.join(names)} not installed ({install})")
+
+
+@pytest.fixture()
+def tesseract_runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The size of every image handed to Tesseract (for tests of what OCR is spared)."""
+    pytesseract = pytest.importorskip("pytesseract")
+    runs: list[tuple[int, int]] = []
+    real = pytesseract.image_to_data
+
+    def counted(image: Any, *args: Any, **kwargs: Any) -> Any:
+        runs.append(image.size)
+        return real(image, *args, **kwargs)
+
+    monkeypatch.setattr(pytesseract, "image_to_data", counted)
+    return runs

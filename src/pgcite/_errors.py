@@ -76,9 +76,31 @@ class EmbedderError(PgciteError):
 
 
 class LoadError(PgciteError):
-    """A source file cannot be read."""
+    """A source file cannot be read. Ingests report it and go on with the other files;
+    ``kind`` says why in one word (the ingest report's ``failed[].kind``)."""
+
+    kind = "unreadable"
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class MissingDependency(LoadError):
+    """Reading the file needs an optional part that is not installed here (the ``ocr`` extra,
+    the tesseract program or its language data); the reason says what to install."""
+
+    kind = "missing_dependency"
+
+
+class ScanLimitExceeded(LoadError):
+    """A scan over one of the OCR limits (``Settings.ocr_max_pages``, ``ocr_max_page_pixels``,
+    ``ocr_max_seconds``), refused whole before the work it would cost: ``limit`` names which.
+    HTTP: 413 (content too large to process)."""
+
+    kind = "too_large"
+
+    def __init__(self, path: str, reason: str, *, limit: str) -> None:
+        super().__init__(path, reason)
+        self.limit = limit

@@ -45,6 +45,7 @@ class OcrPage(BaseModel):
     words: int
     low: bool  # below ``_ocr.LOW_CONFIDENCE``, or nothing recognised
     error: str | None = None  # why the page was not read (OCR unavailable here)
+    blank: bool = False  # no ink on it: not sent to Tesseract (``_ocr.is_blank``)
 
 
 class Unit(BaseModel):

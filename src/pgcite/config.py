@@ -98,6 +98,20 @@ class Settings(BaseSettings):
     reranker_api_key: SecretStr | None = None
     reranker_timeout_s: float = Field(default=5.0, gt=0, le=120)
 
+    # OCR of scans, per file (docs/ingest.md, "OCR"): a file over a limit is refused whole,
+    # before the work, so an upload cannot buy hours of CPU or gigabytes of memory. Pages: a
+    # PDF's pages without a text layer, an image's frames (a thick register; at ~3 s a page,
+    # about the time budget). Pixels per page, checked from the header before decoding: 40 MP
+    # holds A3 at 400 dpi or A4 at 600 dpi (a PDF page is rendered at 300 dpi, or less to fit),
+    # and bounds a page's memory (bench/results/ocr: peak memory by page size). Seconds: wall
+    # time for one file's OCR, Tesseract included (killed when it runs out).
+    ocr_max_pages: int = Field(default=300, ge=1, le=100_000,
+                               description="pages (or image frames) read by OCR per file")
+    ocr_max_page_pixels: int = Field(default=40_000_000, ge=1_000_000, le=1_000_000_000,
+                                     description="pixels of one page image read by OCR")
+    ocr_max_seconds: float = Field(default=900.0, gt=0, le=86_400,
+                                   description="seconds of OCR per file")
+
     @field_validator("read_urls", mode="before")
     @classmethod
     def _split_urls(cls, value: Any) -> Any:

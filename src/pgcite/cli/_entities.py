@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 def print_entities(result: EntitiesResult) -> None:
     if None in result.models:
         err_console.print("[yellow]warning:[/] some documents of this snapshot were read by no "
-                          "entity model (none installed for the language, or ingested before "
-                          "entities): they count for nothing here", highlight=False)
+                          "entity model (none installed for the language -- English: pip "
+                          "install 'pgcite\\[entities]' -- or ingested before entities): they "
+                          "count for nothing here", highlight=False)
     where = (f" near {escape(result.near)} (→ {escape(result.near_key or '')})"
              if result.near else "")
     if not result.entities:

@@ -128,8 +128,10 @@ def ingest_command(
     out). A bad file is reported by name (one line each) and the others are ingested.
 
     Images and PDF pages without a text layer are read by OCR (Tesseract, in the collection's
-    language), cited as "p. N, block K" with the confidence in the metadata; pages read with low
-    confidence are ingested and listed in the report (docs/ingest.md, "OCR").
+    language: the `ocr` extra), one passage per page region, cited as "p. N" with the region's
+    boxes and confidence in the metadata; pages read with low confidence are ingested and
+    listed in the report. A scan over PGCITE_OCR_MAX_PAGES, _MAX_PAGE_PIXELS or _MAX_SECONDS
+    fails alone (docs/ingest.md, "OCR").
 
     Idempotent: unchanged documents are neither re-chunked nor re-embedded, and if nothing
     changed no snapshot is made. What you gave a document (a flag, a catalogue row, a --map

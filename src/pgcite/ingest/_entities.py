@@ -83,12 +83,24 @@ def recognizer_for(ts_config: str) -> Recognizer | None:
             import spacy
 
             nlp = spacy.load(package, enable=["ner"])
-        except (ImportError, OSError, ValueError) as exc:  # a broken install: say so, go on
-            log.warning("entity pipeline %s could not be loaded: %s", package, exc)
+        except Exception as exc:  # a broken install (spaCy missing, a version mismatch ...)
+            # must never sink the ingest: say so, go on without entities
+            log.warning("entity pipeline %s could not be loaded (%s: %s)", package,
+                        type(exc).__name__, exc)
             continue
         version = nlp.meta.get("version", "?")
         return Recognizer(nlp, f"{package}@{version}")
     return None
+
+
+def missing(ts_config: str) -> str | None:
+    """Why a collection in this language gets no entities here, naming what to install; None
+    when it does, or when spaCy has no pipeline for the language at all."""
+    if ts_config not in PIPELINES or recognizer_for(ts_config) is not None:
+        return None
+    install = ("pip install 'pgcite[entities]'" if ts_config == "english"
+               else f"pip install spacy, then python -m spacy download {PIPELINES[ts_config][0]}")
+    return f"no entity pipeline for {ts_config} is installed ({install})"
 
 
 def available_pipelines() -> dict[str, str | None]:

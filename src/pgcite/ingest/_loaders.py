@@ -11,14 +11,15 @@ import datetime as dt
 import io
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from pgcite._errors import ConfigError, LoadError
+from pgcite._errors import ConfigError, LoadError, MissingDependency, ScanLimitExceeded
 from pgcite._types import Document, OcrPage, Unit
+from pgcite.ingest import _ocr
 from pgcite.ingest._attributes import Attributes, apply
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._dates import DateError, DateRange, date_in_name, parse_dates
@@ -29,13 +30,7 @@ from pgcite.ingest._embedded import (
     pdf_creation_date,
     split_front_matter,
 )
-from pgcite.ingest._ocr import (
-    IMAGE_SUFFIXES,
-    OcrUnavailable,
-    image_pages,
-    read_page,
-    render_pdf_page,
-)
+from pgcite.ingest._ocr import IMAGE_SUFFIXES, OcrLimits
 from pgcite.ingest._provenance import MAPPED, METADATA
 from pgcite.ingest._storable import document_problem
 
@@ -134,11 +129,18 @@ class Overrides(BaseModel):
 
 
 class _Unreadable(Exception):
-    """Why one file cannot be loaded; becomes a :class:`LoadError` naming the file."""
+    """Why one file cannot be loaded; becomes a :class:`LoadError` naming the file (of the
+    kind ``error`` makes: a missing dependency, a scan over a limit)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str,
+                 error: Callable[[str, str], LoadError] = LoadError) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.error = error
+
+
+# Modules an optional part of a load imports -> the extra that installs them.
+_EXTRAS = {"pytesseract": "ocr", "pypdfium2": "ocr", "PIL": "ocr"}
 
 
 def iter_documents(
@@ -150,10 +152,14 @@ def iter_documents(
     dates_from_names: bool = False,
     dates_from_timestamps: bool = False,
     ocr_lang: str = "eng",
+    ocr_limits: OcrLimits | None = None,
 ) -> Iterator[Document | LoadError]:
     """Documents from files and directories (walked recursively), or one error per bad file.
 
-    Images and PDF pages without a text layer are read by OCR in Tesseract's ``ocr_lang``.
+    Images and PDF pages without a text layer are read by OCR in Tesseract's ``ocr_lang``,
+    within ``ocr_limits`` (default: the ``PGCITE_OCR_*`` settings); a scan over them fails as
+    :class:`ScanLimitExceeded`, one that needs a part not installed as
+    :class:`MissingDependency`.
 
     A document's fields come from, highest precedence first: ``overrides`` > its ``catalogue``
     row > the file itself (front matter, HTML meta, PDF metadata, JSONL keys) > a date leading
@@ -164,6 +170,7 @@ def iter_documents(
     """
     mapping = mapping or FieldMapping()
     overrides = overrides or Overrides()
+    limits = ocr_limits or OcrLimits.from_settings()
     forced = _forced(overrides, paths)
     seen: dict[str, str] = {}  # document id -> the file that produced it
     for path in paths:
@@ -175,7 +182,7 @@ def iter_documents(
             if catalogue is not None and file.resolve() == catalogue.path:
                 continue  # the catalogue itself (a .jsonl one) is not a document
             try:
-                docs = _load_file(file, rel, mapping, ocr_lang)
+                docs = _guarded_load(file, rel, mapping, ocr_lang, limits)
                 named = date_in_name(file.name) if dates_from_names else None
                 made = file_made(file) if dates_from_timestamps else None
                 row = catalogue.lookup(rel) if catalogue is not None else None
@@ -183,9 +190,27 @@ def iter_documents(
                 _check_storable(docs)
                 _claim_ids(docs, str(file), seen)
             except _Unreadable as exc:
-                yield LoadError(str(file), exc.reason)
+                yield exc.error(str(file), exc.reason)
                 continue
             yield from docs
+
+
+def _guarded_load(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
+                  limits: OcrLimits) -> list[Document]:
+    """:func:`_load_file`, where anything a loader did not foresee fails this file alone."""
+    try:
+        return _load_file(file, rel, mapping, ocr_lang, limits)
+    except _Unreadable:
+        raise
+    except ImportError as exc:  # an optional part imported where it is not installed
+        extra = _EXTRAS.get((exc.name or "").partition(".")[0])
+        hint = f"pip install 'pgcite[{extra}]'" if extra else "reinstall pgcite"
+        raise _Unreadable(f"needs the Python package {exc.name!r}, which is not installed "
+                          f"({hint})", MissingDependency) from exc
+    except RecursionError as exc:
+        raise _Unreadable("nested too deeply to read") from exc
+    except Exception as exc:  # a loader's bug must fail this file, not the run
+        raise _Unreadable(f"cannot be read ({type(exc).__name__}: {exc})") from exc
 
 
 def _forced(overrides: Overrides, paths: Sequence[Path]) -> Attributes:
@@ -282,7 +307,8 @@ def _claim_ids(docs: list[Document], file: str, seen: dict[str, str]) -> None:
     seen.update((doc.document_id, file) for doc in docs)
 
 
-def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str) -> list[Document]:
+def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
+               limits: OcrLimits) -> list[Document]:
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -304,9 +330,9 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str) -> li
     elif suffix in (".html", ".htm"):
         title, units, attrs, title_source = _html_units(_decode_html(data), stem)
     elif suffix in IMAGE_SUFFIXES:
-        title, (units, pages) = stem, _image_units(data, ocr_lang)
+        title, (units, pages) = stem, _image_units(data, ocr_lang, limits)
     else:
-        title, units, attrs, pages = _pdf_units(data, stem, ocr_lang)
+        title, units, attrs, pages = _pdf_units(data, stem, ocr_lang, limits)
         title_source = "file" if title != stem else title_source
     doc = Document(document_id=doc_id, source=rel, title=title, units=units,
                    provenance={"title": title_source}, ocr_pages=pages)
@@ -649,10 +675,10 @@ def _tidy(text: str) -> str:
 # --- PDF -------------------------------------------------------------------------------------
 
 
-def _pdf_units(data: bytes, stem: str,
-               ocr_lang: str) -> tuple[str, list[Unit], Attributes, list[OcrPage]]:
-    """One unit per page with a text layer, located as ``p. N``; a page without one is read by
-    OCR (one unit per text block, ``p. N, block K``)."""
+def _pdf_units(data: bytes, stem: str, ocr_lang: str,
+               limits: OcrLimits) -> tuple[str, list[Unit], Attributes, list[OcrPage]]:
+    """One unit per page with a text layer, located as ``p. N``; the pages without one are read
+    by OCR (one unit per page region, also ``p. N``), in page order."""
     from pypdf import PdfReader
 
     try:
@@ -667,53 +693,59 @@ def _pdf_units(data: bytes, stem: str,
         raise
     except Exception as exc:  # pypdf raises many exception types on damaged files
         raise _Unreadable(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
-    units: list[Unit] = []
-    read: list[OcrPage] = []
-    for number, text in enumerate(pages, start=1):
-        if text.strip():
-            units.append(Unit(text=text.strip(), locator=f"p. {number}"))
-        else:  # scanned: an image only
-            page_units, summary = _ocr_pdf_page(data, number, ocr_lang)
-            units += page_units
-            read.append(summary)
+    by_page = {number: [Unit(text=text.strip(), locator=f"p. {number}")]
+               for number, text in enumerate(pages, start=1) if text.strip()}
+    scanned = [number for number in range(1, len(pages) + 1) if number not in by_page]
+    ocr_units, summaries = _ocr_pdf_pages(data, scanned, ocr_lang, limits) if scanned else ([], [])
+    for unit in ocr_units:
+        by_page.setdefault(unit.metadata["ocr"]["page"], []).append(unit)
+    units = [unit for number in sorted(by_page) for unit in by_page[number]]
     if not units:
-        unavailable = next((p.error for p in read if p.error), None)
-        raise _Unreadable(f"no page has a text layer, and it {unavailable}" if unavailable
-                          else "no text on any page, not even by OCR")
+        unavailable = next((p.error for p in summaries if p.error), None)
+        if unavailable:
+            raise _Unreadable(f"no page has a text layer, and it {unavailable}", MissingDependency)
+        raise _Unreadable("no text on any page, not even by OCR")
     title = meta_title.strip() if isinstance(meta_title, str) and meta_title.strip() else stem
-    return title, units, attrs, read
+    return title, units, attrs, summaries
 
 
-def _ocr_pdf_page(data: bytes, number: int, lang: str) -> tuple[list[Unit], OcrPage]:
-    """OCR of one PDF page. Where OCR cannot run, the page is reported as not read (a PDF with a
-    text layer elsewhere keeps those pages; one without any fails, saying what to install)."""
+def _ocr_pdf_pages(data: bytes, numbers: list[int], lang: str,
+                   limits: OcrLimits) -> tuple[list[Unit], list[OcrPage]]:
+    """OCR of the PDF's pages without a text layer. Where OCR cannot run, those pages are
+    reported as not read (a PDF with a text layer elsewhere keeps those pages; one without any
+    fails, saying what to install)."""
     try:
-        return read_page(render_pdf_page(data, number - 1), number, lang)
-    except OcrUnavailable as exc:
-        return [], OcrPage(page=number, confidence=None, words=0, low=True, error=str(exc))
-    except Exception as exc:  # pdfium on a damaged page
-        raise _Unreadable(f"cannot render page {number} for OCR ({type(exc).__name__}: "
-                          f"{exc})") from exc
+        return _ocr.read_pdf_pages(data, numbers, lang, limits)
+    except _ocr.OcrUnavailable as exc:
+        return [], [OcrPage(page=n, confidence=None, words=0, low=True, error=str(exc))
+                    for n in numbers]
+    except _ocr.OverLimit as exc:
+        raise _over_limit(exc) from exc
+    except _ocr.DamagedPage as exc:
+        raise _Unreadable(str(exc)) from exc
+
+
+def _over_limit(exc: _ocr.OverLimit) -> _Unreadable:
+    return _Unreadable(f"scan too large: {exc}",
+                       lambda path, reason: ScanLimitExceeded(path, reason, limit=exc.limit))
 
 
 # --- images ----------------------------------------------------------------------------------
 
 
-def _image_units(data: bytes, lang: str) -> tuple[list[Unit], list[OcrPage]]:
+def _image_units(data: bytes, lang: str,
+                 limits: OcrLimits) -> tuple[list[Unit], list[OcrPage]]:
     """A scanned page (or several, in a multi-page TIFF) read by OCR."""
     try:
-        images = image_pages(data)
+        units, read = _ocr.read_image(data, lang, limits)
+    except _ocr.OcrUnavailable as exc:
+        raise _Unreadable(f"an image {exc}", MissingDependency) from exc
+    except _ocr.OverLimit as exc:
+        raise _over_limit(exc) from exc
+    except ImportError:
+        raise
     except Exception as exc:  # Pillow raises many types on damaged or unknown images
         raise _Unreadable(f"not a readable image ({type(exc).__name__}: {exc})") from exc
-    units: list[Unit] = []
-    read: list[OcrPage] = []
-    for number, image in enumerate(images, start=1):
-        try:
-            page_units, summary = read_page(image, number, lang)
-        except OcrUnavailable as exc:
-            raise _Unreadable(f"an image {exc}") from exc
-        units += page_units
-        read.append(summary)
     if not units:
         raise _Unreadable("OCR recognised no text in the image")
     return units, read

@@ -16,6 +16,7 @@ caller -- ``Collection.ingest`` builds inactive, evaluates, and activates only i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -38,6 +39,7 @@ from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
 from pgcite.ingest._entities import Recognizer, recognizer_for
+from pgcite.ingest._entities import missing as entities_missing
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._provenance import FieldChange, Stored, changes, record, settle, stored_documents
 from pgcite.llm import ChatModel
@@ -78,6 +80,9 @@ STAGE_BATCH = 256  # documents per staging transaction: what a killed worker can
 class Failure(BaseModel):
     path: str
     reason: str
+    # LoadError.kind: unreadable, missing_dependency (an extra or program to install),
+    # too_large (a scan over an OCR limit: HTTP 413)
+    kind: str = "unreadable"
 
 
 class LowConfidencePage(BaseModel):
@@ -181,17 +186,19 @@ def embed_texts(
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
     report: IngestReport, catalogue: Path | None, dates_from_names: bool,
-    dates_from_timestamps: bool, ocr_lang: str, deadline: _Deadline | None = None,
+    dates_from_timestamps: bool, ocr_lang: str, ocr_limits: _ocr.OcrLimits | None = None,
+    deadline: _Deadline | None = None,
 ) -> list[Document]:
     docs: dict[str, Document] = {}
     cat = Catalogue.read(catalogue) if catalogue is not None else None
     for item in iter_documents(paths, mapping=mapping, overrides=overrides, catalogue=cat,
                                dates_from_names=dates_from_names,
-                               dates_from_timestamps=dates_from_timestamps, ocr_lang=ocr_lang):
+                               dates_from_timestamps=dates_from_timestamps, ocr_lang=ocr_lang,
+                               ocr_limits=ocr_limits):
         if deadline is not None:
             deadline.check()  # after each file read (a file's own OCR has its own limits)
         if isinstance(item, LoadError):
-            report.failed.append(Failure(path=item.path, reason=item.reason))
+            report.failed.append(Failure(path=item.path, reason=item.reason, kind=item.kind))
         elif item.document_id in docs:
             report.failed.append(Failure(
                 path=item.source, reason=f"duplicate document id {item.document_id!r}"))
@@ -218,13 +225,21 @@ class _Deadline:
                 "stored", hint="ingest fewer or smaller files at a time")
 
 
+def _ocr_limits(settings: Settings, deadline: _Deadline | None) -> _ocr.OcrLimits:
+    """The settings' OCR limits; under a time budget, a scan's OCR also stops at the ingest's
+    deadline (else one scan could run its own ``ocr_max_seconds`` past an upload's budget)."""
+    limits = _ocr.OcrLimits.from_settings(settings)
+    return limits if deadline is None else dataclasses.replace(limits, until=deadline.at)
+
+
 def _note_ocr(doc: Document, report: IngestReport) -> None:
     """Count the document's OCR-read pages and flag the ones read poorly or not at all."""
     report.ocr_pages += sum(page.error is None for page in doc.ocr_pages)
     for page in doc.ocr_pages:
         if not page.low:
             continue
-        reason = ((page.error or "no text recognised") if page.confidence is None
+        blank = "blank page (no ink: not sent to OCR)" if page.blank else None
+        reason = ((page.error or blank or "no text recognised") if page.confidence is None
                   else f"mean OCR confidence {page.confidence:g} < {_ocr.LOW_CONFIDENCE:g}")
         report.low_confidence.append(LowConfidencePage(
             path=doc.source, page=page.page, confidence=page.confidence, reason=reason))
@@ -303,8 +318,12 @@ def ingest(
     spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
     user_aliases = alias_keys(read_alias_file(aliases)) if aliases is not None else {}
+    if user_aliases and info.settings.entities == "auto" and (
+            why := entities_missing(info.ts_config)):
+        report.warnings.append(f"{why}: the aliases are kept, but no passage's entities are read")
     loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
-                   dates_from_timestamps, _ocr.tesseract_language(info.ts_config), deadline)
+                   dates_from_timestamps, _ocr.tesseract_language(info.ts_config),
+                   _ocr_limits(settings, deadline), deadline)
     docs, stored = _settle(db, info, loaded)
     report.documents = len(docs)
     report.undated = sum(is_undated(doc) for doc in docs)

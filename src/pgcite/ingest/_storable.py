@@ -52,4 +52,6 @@ def document_problem(doc: Document) -> str | None:
                             ("locator", unit.locator)):
             if value is not None and (problem := text_problem(value)):
                 return f"{name} {problem}"
+        if problem := value_problem(unit.metadata):  # an HTML figure's caption, alt, src
+            return f"metadata {problem}"
     return None

@@ -11,6 +11,8 @@ import psycopg
 from fastapi import APIRouter, Depends, File, Form, Path, UploadFile
 
 from pgcite._client import Collection
+from pgcite._errors import ScanLimitExceeded
+from pgcite._inputs import excerpt
 from pgcite.ingest._loaders import Overrides
 from pgcite.ingest._pipeline import Failure, IngestReport
 from pgcite.lifecycle._gate import GateRefused
@@ -19,12 +21,12 @@ from pgcite.service._errors import ApiError
 from pgcite.service._models import ActivationOut, ErrorOut, SnapshotOut, UploadOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
-from pgcite.service._upload import new_folder, save, screen
+from pgcite.service._upload import new_folder, save
 from pgcite.store._snapshots import SnapshotInfo, list_snapshots
 
 router = APIRouter(tags=["admin"])
 _log = logging.getLogger("pgcite.service")
-TOO_LARGE = "too_large"  # a failure's kind for a file over a reading limit (HTTP 413)
+TOO_LARGE = ScanLimitExceeded.kind  # a failure's kind for a file over a reading limit (HTTP 413)
 State = Annotated[ServiceState, Depends(get_state)]
 Admin = Annotated[Access, Depends(admin_access)]
 
@@ -89,17 +91,17 @@ def upload(
     folder = new_folder()
     try:
         names = save(files, folder, state.config.max_upload_bytes)
-        good, failed = screen(folder, names)
-        if not good:
-            raise _nothing_ingested(failed)
-        report = _ingest(state.client.collection(access.info.name), folder, good,
+        # Each file is loaded once, by the ingest, which fails a bad file alone (the loaders
+        # check what PostgreSQL could not store): no screening pass before it, which read (and
+        # OCR'd) every file twice.
+        report = _ingest(state.client.collection(access.info.name), folder, names,
                          Overrides(author=author, corpus=corpus), corpus_version,
                          state.config.upload_budget_s)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for failure in report.failed:  # the temporary folder is nobody's business
         failure.path = FsPath(failure.path).name
-    report.failed = failed + report.failed
+        failure.reason = excerpt(failure.reason, 200)
     if report.failed and report.snapshot_id is None:
         raise _nothing_ingested(report.failed)
     return UploadOut(collection=access.info.name, snapshot_id=report.snapshot_id,
@@ -109,7 +111,7 @@ def upload(
 def _nothing_ingested(failed: list[Failure]) -> ApiError:
     """400, or 413 when every file was refused for what it would cost to read (a scan over an
     OCR limit: the ingest reports those with kind 'too_large')."""
-    too_large = bool(failed) and all(getattr(f, "kind", None) == TOO_LARGE for f in failed)
+    too_large = bool(failed) and all(f.kind == TOO_LARGE for f in failed)
     return ApiError(413 if too_large else 400, "no document could be ingested: " + "; ".join(
         f"{f.path}: {f.reason}" for f in failed)[:1000],
         hint="split the scans, or raise PGCITE_OCR_MAX_* on the server" if too_large else None)
@@ -117,7 +119,7 @@ def _nothing_ingested(failed: list[Failure]) -> ApiError:
 
 def _ingest(collection: Collection, folder: FsPath, names: list[str], overrides: Overrides,
             corpus_version: str | None, budget_s: float) -> IngestReport:
-    """The screened files into a new inactive snapshot. Content the screen let through and the
+    """The saved files into a new inactive snapshot. Content the loaders let through and the
     database still refused is the upload's fault (422), never a 500; a lost connection is 503."""
     try:
         return collection.ingest([folder / n for n in names], overrides=overrides,

@@ -1,10 +1,8 @@
-"""Uploaded files: safe names on disk, a byte limit while saving, and a screen of each file's
-content before the ingest sees it.
+"""Uploaded files: safe names on disk and a byte limit while saving.
 
-The screen is why one bad file cannot fail the others or surface as a 500: each file is loaded
-alone, and a file whose loader raises (JSON nested 100,000 deep: RecursionError) or whose text
-PostgreSQL cannot store (a NUL byte, a lone surrogate) is reported as failed, with a short
-reason, while the rest are ingested. It holds whatever the loaders do about such content.
+What is in them is the ingest's business: its loaders fail a bad file alone (content PostgreSQL
+cannot store, JSON nested 100,000 deep, a scan over an OCR limit, anything a loader did not
+foresee) and the others are ingested, each file read once.
 
 An upload's files live in a temporary folder named after the serving process
 (``pgcite-upload-<pid>-…``), removed when the request ends whatever its outcome (a client gone
@@ -21,16 +19,12 @@ import re
 import shutil
 import tempfile
 import unicodedata
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from fastapi import UploadFile
 
 from pgcite._inputs import excerpt
-from pgcite._types import Document
-from pgcite.ingest._loaders import SUPPORTED_SUFFIXES, iter_documents
-from pgcite.ingest._pipeline import Failure
+from pgcite.ingest._loaders import SUPPORTED_SUFFIXES
 from pgcite.service._errors import ApiError
 from pgcite.store._keeper import process_alive
 
@@ -95,56 +89,3 @@ def remove_stale_folders(root: Path | None = None) -> list[Path]:
         _log.warning("removed %d upload folder(s) left by killed processes", len(removed))
     return removed
 
-
-def screen(folder: Path, names: list[str]) -> tuple[list[str], list[Failure]]:
-    """The files that load and hold only storable text, and a failure for each other one."""
-    good: list[str] = []
-    failed: list[Failure] = []
-    for name in names:
-        reason = _problem(folder / name)
-        if reason is None:
-            good.append(name)
-        else:
-            failed.append(Failure(path=name, reason=excerpt(reason, 200)))
-    return good, failed
-
-
-def _problem(path: Path) -> str | None:
-    try:
-        for item in iter_documents([path]):
-            if not isinstance(item, Document):
-                return item.reason
-            if (bad := _unstorable(item)) is not None:
-                return f"document {excerpt(item.document_id, 60)!r}: {bad}"
-    except RecursionError:
-        return "nested too deeply to read"
-    except Exception as exc:  # a loader's bug must fail this file, not the upload
-        return f"cannot be read ({type(exc).__name__}: {exc})"
-    return None
-
-
-def _unstorable(doc: Document) -> str | None:
-    """Why PostgreSQL would refuse one of the document's strings, or None."""
-    for text in _strings(doc.model_dump()):
-        if "\x00" in text:
-            return "text contains a NUL character"
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return "text is not valid Unicode (a lone surrogate)"
-    return None
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string in a nested structure, keys included; a stack, not recursion, so depth
-    costs nothing."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            yield item
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)

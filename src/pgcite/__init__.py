@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
         AccessDenied,
         CollectionExists,
         CollectionNotFound,
+        CollectionOutdated,
         ConfigError,
         DatabaseError,
         EmbedderError,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
     from pgcite.config import Settings
     from pgcite.embed import Embedder, EmbedderSpec
+    from pgcite.index import MergeReport, OptimizeReport
     from pgcite.ingest import Document, FieldChange, FieldMapping, IngestReport, Overrides, Unit
     from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
     from pgcite.llm import ChatModel, LLMConfig
@@ -58,7 +60,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite.store._collections import CollectionInfo, CollectionSettings
     from pgcite.store._documents import DocumentInfo, DocumentsRemoved
     from pgcite.store._replicas import Replica
-    from pgcite.store._segments import OptimizeReport
+    from pgcite.store._migrations import UpgradeStep
     from pgcite.store._snapshots import SnapshotInfo
     from pgcite.store._staged import StagedBuild, StagedSummary
 
@@ -77,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "CollectionExists": "pgcite._errors",
     "CollectionInfo": "pgcite.store._collections",
     "CollectionNotFound": "pgcite._errors",
+    "CollectionOutdated": "pgcite._errors",
     "CollectionSettings": "pgcite.store._collections",
     "ConfigError": "pgcite._errors",
     "connect": "pgcite._client",
@@ -110,8 +113,9 @@ _EXPORTS: dict[str, str] = {
     "LLMConfig": "pgcite.llm",
     "LoadError": "pgcite._errors",
     "MetadataPredicate": "pgcite.retrieve",
+    "MergeReport": "pgcite.index",
     "Mode": "pgcite._types",
-    "OptimizeReport": "pgcite.store._segments",
+    "OptimizeReport": "pgcite.index",
     "Ordering": "pgcite.retrieve._search",
     "Overrides": "pgcite.ingest",
     "PgciteError": "pgcite._errors",
@@ -137,6 +141,7 @@ _EXPORTS: dict[str, str] = {
     "StageTimeouts": "pgcite.retrieve._pipeline",
     "TraceEvent": "pgcite.answer",
     "Unit": "pgcite.ingest",
+    "UpgradeStep": "pgcite.store._migrations",
     "Verdict": "pgcite.lifecycle",
 }
 
@@ -170,6 +175,7 @@ __all__ = [
     "CollectionExists",
     "CollectionInfo",
     "CollectionNotFound",
+    "CollectionOutdated",
     "CollectionSettings",
     "ConfigError",
     "DatabaseError",
@@ -201,6 +207,7 @@ __all__ = [
     "LLMConfig",
     "LoadError",
     "MetadataPredicate",
+    "MergeReport",
     "Mode",
     "OptimizeReport",
     "Ordering",
@@ -228,6 +235,7 @@ __all__ = [
     "TimeBudgetExceeded",
     "TraceEvent",
     "Unit",
+    "UpgradeStep",
     "Verdict",
     "connect",
     "connect_async",

@@ -1,0 +1,263 @@
+"""Keyword latency over successive small ingests, with and without the merges after each build
+(pgcite/index/_merge.py), side by side; and what a build costs at two collection sizes.
+
+**Ingests.** Two collections start from the same synthetic base (bench/scale.py's Zipf texts over
+SciFact's vocabulary, one chunk a document; placeholder vectors, no HNSW index: only the keyword
+leg is measured). Then ROUNDS times, each gets the same DOCS new documents through
+``Collection.ingest`` (chunked, embedded with MiniLM, built, activated): one collection with the
+merges after each build (the default budget), the other with ``merge_budget_s = 0``. After each
+ingest both answer the same QUERIES random six-word keyword searches, alternating which goes
+first, database time only; the report gives each round's p50 / p95, the active snapshot's
+segments and what the ingest cost (build, merges).
+
+**Build cost.** At two base sizes, 100 documents are added as a new snapshot REPEATS times per
+variant, alternating: as builds are made now (the change: the new versions, against the active
+snapshot) and as they were before (the whole member list read into Python and passed to the
+build, which compares it with the base's). Both give the same snapshot; the time is the build's.
+
+    PGCITE_DATA_DIR=/work/data/merges python bench/merges.py                # ~20 min
+    python bench/merges.py --base 20000 --rounds 100 --sizes 10000,100000
+
+Written to bench/results/merges/ (summary.json, report.md, latency.png).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import RESULTS, ROOT, client
+from psycopg import sql
+from scale import (
+    _hnsw_name,
+    centroids,
+    insert_synthetic,
+    pct,
+    placeholders_allowed,
+    random_queries,
+    synthetic_texts,
+    vocabulary,
+)
+
+import pgcite
+from pgcite.store._snapshots import activate_snapshot, build_snapshot, plan_snapshot
+
+SEED = 36
+OUT = RESULTS / "merges"
+
+
+def base_collection(c: pgcite.Client, name: str, n: int, vocab: list[str]) -> pgcite.Collection:
+    """``name`` afresh with ``n`` synthetic one-chunk documents in one snapshot, activated."""
+    c.drop_collection(name, missing_ok=True)
+    col = c.create_collection(name, settings=pgcite.CollectionSettings(
+        entities="off", contextual="off"))
+    rng = np.random.default_rng(SEED)
+    with c.db.transaction() as conn:
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {s}.{i}").format(
+            s=col.info.schema_id, i=sql.Identifier(_hnsw_name(conn, col))))
+        pks: list[int] = []
+        for start in range(0, n, 50_000):
+            pks += insert_synthetic(conn, col, start, min(50_000, n - start), vocab, rng,
+                                    centroids(), vectors=False)
+        with placeholders_allowed(False):
+            plan = plan_snapshot(conn, col.info, pks, spec=col.info.embedder, content_id=None,
+                                 replace_all=True)
+            snap = build_snapshot(conn, col.info, plan, spec=col.info.embedder, note="base")
+        activate_snapshot(conn, col.info, snap)
+    with c.db.connect(autocommit=True) as conn:
+        conn.execute(sql.SQL("VACUUM ANALYZE {s}.chunks").format(s=col.info.schema_id))
+    return c.collection(name)
+
+
+def _segments(col: pgcite.Collection) -> int:
+    with col.client.connection() as conn:
+        row = conn.execute(sql.SQL(
+            "SELECT count(*) FROM {s}.snapshot_segments ss JOIN {s}.active a USING"
+            " (snapshot_id)").format(s=col.info.schema_id)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _keyword_ms(col: pgcite.Collection, text: str) -> float:
+    result = col.search(text, top_k=5, mode="keyword", snippets=False)
+    return float(result.timings_ms["database"])
+
+
+def ingests(args: argparse.Namespace, vocab: list[str]) -> dict[str, Any]:
+    """The two collections, ROUNDS ingests each, the keyword leg measured after every one."""
+    rng = np.random.default_rng(SEED + 1)
+    variants = {"with merges": client(), "without merges": client(merge_budget_s=0.0)}
+    cols = {label: base_collection(c, f"merges_{i}", args.base, vocab)
+            for i, (label, c) in enumerate(variants.items())}
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            texts = synthetic_texts(args.docs, vocab, rng)
+            path = Path(tmp) / f"round-{r}.jsonl"
+            path.write_text("".join(json.dumps({
+                "_id": f"r{r}-{i}", "date": f"{1600 + (r * args.docs + i) % 400}-01-01",
+                "text": text}) + "\n" for i, text in enumerate(texts)))
+            row: dict[str, Any] = {"round": r + 1}
+            for label in list(cols) if r % 2 == 0 else list(cols)[::-1]:  # who goes first
+                report = cols[label].ingest([path])
+                merged = report.merged
+                row[label] = {"ingest_s": report.seconds,
+                              "merges": merged.merges if merged else 0,
+                              "merge_s": merged.seconds if merged else 0.0,
+                              "segments": _segments(cols[label])}
+            times: dict[str, list[float]] = {label: [] for label in cols}
+            for i, text in enumerate(random_queries(vocab, rng, args.queries)):
+                order = list(cols) if i % 2 == 0 else list(cols)[::-1]
+                for label in order:
+                    times[label].append(_keyword_ms(cols[label], text))
+            for label, values in times.items():
+                row[label].update(p50_ms=pct(values, 0.5), p95_ms=pct(values, 0.95))
+            rounds.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    for c in variants.values():
+        c.close()
+    return {"base_chunks": args.base, "docs_per_ingest": args.docs, "queries": args.queries,
+            "rounds": rounds}
+
+
+def _add(col: pgcite.Collection, start: int, vocab: list[str], rng: np.random.Generator, *,
+         member_list: bool) -> float:
+    """100 documents as a new active snapshot; the build's seconds. ``member_list``: as builds
+    were made before: every member read into Python and the whole list handed to the build."""
+    info, spec = col.info, col.info.embedder
+    with col.client.db.transaction() as conn:
+        added = insert_synthetic(conn, col, start, 100, vocab, rng, centroids(), vectors=False)
+        active = col.active_snapshot().snapshot_id
+        t0 = time.perf_counter()
+        with placeholders_allowed(False):
+            if member_list:
+                live = [r[0] for r in conn.execute(sql.SQL(
+                    "SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %s"
+                ).format(s=info.schema_id), (active,))]
+                plan = plan_snapshot(conn, info, live + added, spec=spec, content_id=active,
+                                     replace_all=True)
+            else:
+                plan = plan_snapshot(conn, info, added, spec=spec, content_id=active)
+            snap = build_snapshot(conn, info, plan, spec=spec, note="add 100 (benchmark)")
+        seconds = time.perf_counter() - t0
+        activate_snapshot(conn, info, snap)
+    col.client.active_pointers().invalidate(col.name)
+    return seconds
+
+
+def build_cost(args: argparse.Namespace, vocab: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    rng = np.random.default_rng(SEED + 2)
+    with client(merge_budget_s=0.0) as c:
+        for size in args.sizes:
+            col = base_collection(c, f"merges_build_{size}", size, vocab)
+            times: dict[str, list[float]] = {"the change (now)": [], "member list (before)": []}
+            start = size
+            for i in range(2 * args.repeats):
+                member_list = i % 2 == 1
+                times["member list (before)" if member_list else "the change (now)"].append(
+                    _add(col, start, vocab, rng, member_list=member_list))
+                start += 100
+            out[str(size)] = {k: {"median_s": round(statistics.median(v), 3),
+                                  "max_s": round(max(v), 3), "runs": len(v)}
+                              for k, v in times.items()}
+            print(size, json.dumps(out[str(size)]), file=sys.stderr)
+            c.drop_collection(col.name)
+    return out
+
+
+def render(summary: dict[str, Any]) -> str:
+    ing = summary["ingests"]
+    lines = [f"# Keyword latency over {len(ing['rounds'])} ingests, with and without merges"
+             f" (commit {summary['commit']}, {summary['date']})", "",
+             f"Base: {ing['base_chunks']:,} synthetic chunks; each ingest adds"
+             f" {ing['docs_per_ingest']} documents (`Collection.ingest`); after each, "
+             f"{ing['queries']} random six-word keyword searches on each collection, alternating,"
+             " database ms. Machine: " + summary["machine"] + ".", "",
+             "| after ingest | with merges p50 / p95 | segments | without merges p50 / p95 |"
+             " segments | merges (s) |", "|---|---|---|---|---|---|"]
+    rows = ing["rounds"]
+    shown = [r for r in rows if r["round"] in (1, 2, 5) or r["round"] % 10 == 0]
+    for r in shown:
+        a, b = r["with merges"], r["without merges"]
+        lines.append(f"| {r['round']} | {a['p50_ms']} / {a['p95_ms']} | {a['segments']} |"
+                     f" {b['p50_ms']} / {b['p95_ms']} | {b['segments']} |"
+                     f" {a['merges']} ({a['merge_s']}) |")
+    for label in ("with merges", "without merges"):
+        first, last = rows[: len(rows) // 10 or 1], rows[-(len(rows) // 10 or 1):]
+        lines.append("")
+        lines.append(
+            f"{label}: p95 over the first tenth of the rounds"
+            f" {statistics.median(r[label]['p95_ms'] for r in first):.1f} ms (median),"
+            f" the last tenth {statistics.median(r[label]['p95_ms'] for r in last):.1f};"
+            f" ingests {statistics.median(r[label]['ingest_s'] for r in rows):.2f} s median,"
+            f" {max(r[label]['ingest_s'] for r in rows):.2f} s at most;"
+            f" {sum(r[label]['merges'] for r in rows)} merges,"
+            f" {sum(r[label]['merge_s'] for r in rows):.1f} s in all")
+    lines += ["", "## Build cost: 100 documents added (seconds, build only)", "",
+              "| collection | the change (now) median / max | member list (before) median / max |",
+              "|---|---|---|"]
+    for size, v in summary["build_cost"].items():
+        a, b = v["the change (now)"], v["member list (before)"]
+        lines.append(f"| {int(size):,} chunks | {a['median_s']} / {a['max_s']} |"
+                     f" {b['median_s']} / {b['max_s']} |")
+    lines += ["", "Shared 2-core machine, other jobs running: compare the columns of one run."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary["ingests"]["rounds"]
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for label, style in (("with merges", "-"), ("without merges", "--")):
+        x = [r["round"] for r in rows]
+        ax.plot(x, [r[label]["p95_ms"] for r in rows], style, label=f"{label}, p95")
+        ax.plot(x, [r[label]["p50_ms"] for r in rows], style, alpha=0.5, label=f"{label}, p50")
+        bx.plot(x, [r[label]["segments"] for r in rows], style, label=label)
+    ax.set_ylabel("keyword leg, ms")
+    ax.legend(fontsize=8)
+    bx.set_ylabel("segments")
+    bx.set_xlabel("ingest")
+    bx.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", type=int, default=20_000, help="chunks before the ingests")
+    parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--docs", type=int, default=20, help="documents per ingest")
+    parser.add_argument("--queries", type=int, default=40, help="searches per round each")
+    parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
+                        default=[10_000, 100_000], help="base sizes of the build-cost runs")
+    parser.add_argument("--repeats", type=int, default=5, help="builds per variant and size")
+    args = parser.parse_args()
+    vocab = vocabulary()
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, text=True,
+                            capture_output=True).stdout.strip()
+    summary: dict[str, Any] = {
+        "commit": commit, "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
+        "ingests": ingests(args, vocab), "build_cost": build_cost(args, vocab)}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (OUT / "report.md").write_text(render(summary))
+    plot(summary, OUT / "latency.png")
+    print(f"wrote {OUT}/summary.json, report.md, latency.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -89,9 +89,3 @@ def recognizer_for(ts_config: str) -> Recognizer | None:
         version = nlp.meta.get("version", "?")
         return Recognizer(nlp, f"{package}@{version}")
     return None
-
-
-def available_pipelines() -> dict[str, str | None]:
-    """Language -> the installed pipeline package that would read it (None: none installed)."""
-    return {lang: next((p for p in packages if importlib.util.find_spec(p) is not None), None)
-            for lang, packages in PIPELINES.items()}

@@ -169,6 +169,14 @@ def build_cost(args: argparse.Namespace, vocab: list[str]) -> dict[str, Any]:
             out[str(size)] = {k: {"median_s": round(statistics.median(v), 3),
                                   "max_s": round(max(v), 3), "runs": len(v)}
                               for k, v in times.items()}
+            # what a merge writes per second (Settings.merge_budget_s, MERGE_CHUNKS_PER_S)
+            t0 = time.perf_counter()
+            report = col.optimize(full=True)
+            seconds = time.perf_counter() - t0
+            chunks = col.active_snapshot().n_chunks or 0
+            out[str(size)]["full merge"] = {
+                "segments": report.segments_before, "chunks": chunks,
+                "seconds": round(seconds, 2), "chunks_per_s": round(chunks / seconds)}
             print(size, json.dumps(out[str(size)]), file=sys.stderr)
             c.drop_collection(col.name)
     return out
@@ -209,6 +217,12 @@ def render(summary: dict[str, Any]) -> str:
         a, b = v["the change (now)"], v["member list (before)"]
         lines.append(f"| {int(size):,} chunks | {a['median_s']} / {a['max_s']} |"
                      f" {b['median_s']} / {b['max_s']} |")
+    lines += ["", "Then every segment of each collection merged into one (`optimize(full=True)`,"
+              " with the statistics refresh): " + "; ".join(
+                  f"{v['full merge']['chunks']:,} chunks from {v['full merge']['segments']}"
+                  f" segments in {v['full merge']['seconds']} s"
+                  f" ({v['full merge']['chunks_per_s']:,} chunks/s)"
+                  for v in summary["build_cost"].values()) + "."]
     lines += ["", "Shared 2-core machine, other jobs running: compare the columns of one run."]
     return "\n".join(lines) + "\n"
 

@@ -1,14 +1,16 @@
 """Keyword latency over successive small ingests, with and without the merges after each build
 (pgcite/index/_merge.py), side by side; and what a build costs at two collection sizes.
 
-**Ingests.** Two collections start from the same synthetic base (bench/scale.py's Zipf texts over
-SciFact's vocabulary, one chunk a document; placeholder vectors, no HNSW index: only the keyword
-leg is measured). Then ROUNDS times, each gets the same DOCS new documents through
-``Collection.ingest`` (chunked, embedded with MiniLM, built, activated): one collection with the
-merges after each build (the default budget), the other with ``merge_budget_s = 0``. After each
-ingest both answer the same QUERIES random six-word keyword searches, alternating which goes
-first, database time only; the report gives each round's p50 / p95, the active snapshot's
-segments and what the ingest cost (build, merges).
+**Ingests.** Three collections start from the same synthetic base (bench/scale.py's Zipf texts
+over SciFact's vocabulary, one chunk a document; placeholder vectors, no HNSW index: only the
+keyword leg is measured). Then ROUNDS times, two of them get the same DOCS new documents through
+``Collection.ingest`` (chunked, embedded with MiniLM, built, activated): one with the merges
+after each build (the default budget), the other with ``merge_budget_s = 0``; the third gets
+none, a control for the load of the shared machine, which moves every collection's latency
+alike. After each ingest all three answer the same QUERIES random six-word keyword searches,
+in rotated order, database time only; the report gives each round's p50 / p95, the active
+snapshot's segments and what the ingest cost (build, merges), and each variant's p95 over the
+control's.
 
 **Build cost.** At two base sizes, 100 documents are added as a new snapshot REPEATS times per
 variant, alternating: as builds are made now (the change: the new versions, against the active
@@ -97,6 +99,7 @@ def ingests(args: argparse.Namespace, vocab: list[str]) -> dict[str, Any]:
     variants = {"with merges": client(), "without merges": client(merge_budget_s=0.0)}
     cols = {label: base_collection(c, f"merges_{i}", args.base, vocab)
             for i, (label, c) in enumerate(variants.items())}
+    control = base_collection(variants["with merges"], "merges_control", args.base, vocab)
     rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -113,11 +116,13 @@ def ingests(args: argparse.Namespace, vocab: list[str]) -> dict[str, Any]:
                               "merges": merged.merges if merged else 0,
                               "merge_s": merged.seconds if merged else 0.0,
                               "segments": _segments(cols[label])}
-            times: dict[str, list[float]] = {label: [] for label in cols}
+            searched = {**cols, "control": control}
+            times: dict[str, list[float]] = {label: [] for label in searched}
             for i, text in enumerate(random_queries(vocab, rng, args.queries)):
-                order = list(cols) if i % 2 == 0 else list(cols)[::-1]
+                order = list(searched)[i % 3:] + list(searched)[:i % 3]
                 for label in order:
-                    times[label].append(_keyword_ms(cols[label], text))
+                    times[label].append(_keyword_ms(searched[label], text))
+            row["control"] = {}
             for label, values in times.items():
                 row[label].update(p50_ms=pct(values, 0.5), p95_ms=pct(values, 0.95))
             rounds.append(row)
@@ -191,21 +196,29 @@ def render(summary: dict[str, Any]) -> str:
              f"{ing['queries']} random six-word keyword searches on each collection, alternating,"
              " database ms. Machine: " + summary["machine"] + ".", "",
              "| after ingest | with merges p50 / p95 | segments | without merges p50 / p95 |"
-             " segments | merges (s) |", "|---|---|---|---|---|---|"]
+             " segments | control p50 / p95 | merges (s) |", "|---|---|---|---|---|---|---|"]
     rows = ing["rounds"]
     shown = [r for r in rows if r["round"] in (1, 2, 5) or r["round"] % 10 == 0]
     for r in shown:
-        a, b = r["with merges"], r["without merges"]
+        a, b, c = r["with merges"], r["without merges"], r["control"]
         lines.append(f"| {r['round']} | {a['p50_ms']} / {a['p95_ms']} | {a['segments']} |"
                      f" {b['p50_ms']} / {b['p95_ms']} | {b['segments']} |"
-                     f" {a['merges']} ({a['merge_s']}) |")
+                     f" {c['p50_ms']} / {c['p95_ms']} | {a['merges']} ({a['merge_s']}) |")
+    tenth = len(rows) // 10 or 1
+    first, last = rows[:tenth], rows[-tenth:]
     for label in ("with merges", "without merges"):
-        first, last = rows[: len(rows) // 10 or 1], rows[-(len(rows) // 10 or 1):]
+        def ratio(part: list[dict[str, Any]], key: str, label: str = label) -> float:
+            return float(sum(r[label][key] for r in part)
+                         / sum(r["control"][key] for r in part))
+
         lines.append("")
         lines.append(
-            f"{label}: p95 over the first tenth of the rounds"
-            f" {statistics.median(r[label]['p95_ms'] for r in first):.1f} ms (median),"
-            f" the last tenth {statistics.median(r[label]['p95_ms'] for r in last):.1f};"
+            f"{label}: p95 over the control's (summed over the rounds) {ratio(first, 'p95_ms'):.2f}"
+            f" in the first tenth of the rounds, {ratio(last, 'p95_ms'):.2f} in the last"
+            f" (p50: {ratio(first, 'p50_ms'):.2f}, {ratio(last, 'p50_ms'):.2f});"
+            f" p95 {statistics.median(r[label]['p95_ms'] for r in first):.1f} ms (median)"
+            f" in the first tenth, {statistics.median(r[label]['p95_ms'] for r in last):.1f}"
+            f" in the last;"
             f" ingests {statistics.median(r[label]['ingest_s'] for r in rows):.2f} s median,"
             f" {max(r[label]['ingest_s'] for r in rows):.2f} s at most;"
             f" {sum(r[label]['merges'] for r in rows)} merges,"
@@ -235,11 +248,12 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
     rows = summary["ingests"]["rounds"]
     fig, (ax, bx) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    for label, style in (("with merges", "-"), ("without merges", "--")):
-        x = [r["round"] for r in rows]
+    x = [r["round"] for r in rows]
+    for label, style in (("with merges", "-"), ("without merges", "--"), ("control", ":")):
         ax.plot(x, [r[label]["p95_ms"] for r in rows], style, label=f"{label}, p95")
         ax.plot(x, [r[label]["p50_ms"] for r in rows], style, alpha=0.5, label=f"{label}, p50")
-        bx.plot(x, [r[label]["segments"] for r in rows], style, label=label)
+        if label != "control":
+            bx.plot(x, [r[label]["segments"] for r in rows], style, label=label)
     ax.set_ylabel("keyword leg, ms")
     ax.legend(fontsize=8)
     bx.set_ylabel("segments")

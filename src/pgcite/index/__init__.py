@@ -30,6 +30,7 @@ from pgcite.index._writer import (
     densify,
     finish_snapshot,
     index_snapshot,
+    is_member,
     member_delta,
     new_segment,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "finish_snapshot",
     "idf_value",
     "index_snapshot",
+    "is_member",
     "member_delta",
     "merge_after_build",
     "min_max",

@@ -1,7 +1,7 @@
 """The keyword leg of the search statement, as named parts (common table expressions) composed
 with psycopg.sql: identifiers by ``sql.Identifier``, values as named placeholders the caller
 binds (%(ranking_text)s, %(snapshot_id)s), row counts and tuning constants as literals. Each
-part has its golden rendering (tests/golden/keyword/).
+part has its golden rendering (tests/golden/parts/keyword/).
 
 BM25 over the snapshot's segments (docs/retrieval.md): each segment's postings carry raw term
 frequencies and chunk lengths, the snapshot its statistics (N, average length; a term's df is
@@ -179,7 +179,6 @@ class KeywordLeg:
         chunk can enter the top fetch (kw_skip), so only the candidates (kw_cand: short-list
         chunks whose partial score plus that sum reaches theta) need the long terms' weights,
         and every score that can reach the top is the full one."""
-        all_postings = _ALL_POSTINGS
         long_list = sql.Literal(LONG_LIST)
         return [
             Cte("kw_long", sql.SQL(_LONG).format(
@@ -187,7 +186,7 @@ class KeywordLeg:
                 bound=_bm25.weight(sql.SQL("(st.k1 + 1)"), sql.SQL("x.mt"), sql.SQL("x.ml"),
                                    base=sql.SQL("st.base"), slope=sql.SQL("st.slope"))),
                 materialized=True),
-            Cte("kw_short", _summed(all_postings, lists=sql.SQL(" WHERE i.postings < {}").format(
+            Cte("kw_short", _summed(_ALL_POSTINGS, lists=sql.SQL(" WHERE i.postings < {}").format(
                 long_list), length=True), materialized=True),
             Cte("kw_head", sql.SQL(
                 "-- the fetch best partial scores of chunks that pass the filters; theta is the"

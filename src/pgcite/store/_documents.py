@@ -18,7 +18,7 @@ from pydantic import AliasChoices, ConfigDict, Field
 
 from pgcite._camel import CAMEL, CamelModel
 from pgcite._errors import PgciteError
-from pgcite.index import MergeReport
+from pgcite.index import MergeReport, is_member
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import (
     SnapshotInfo,
@@ -143,9 +143,10 @@ def _held(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
     """Which of these documents the snapshot holds, and whether it holds any other."""
     s = info.schema_id
     held = {r[0] for r in conn.execute(sql.SQL(
-        "SELECT DISTINCT v.document_id FROM {s}.versions v WHERE v.document_id = ANY(%s)"
-        " AND EXISTS (SELECT 1 FROM {s}.snapshot_members m WHERE m.snapshot_id = %s"
-        " AND m.version_pk = v.version_pk)").format(s=s), (list(ids), snapshot_id))}
+        "SELECT DISTINCT x.document_id FROM (SELECT v.document_id, {member} AS member"
+        " FROM {s}.versions v WHERE v.document_id = ANY(%(ids)s) OFFSET 0) x WHERE x.member"
+    ).format(s=s, member=is_member(s, sql.Placeholder("sid"), sql.SQL("v.version_pk"))),
+        {"ids": list(ids), "sid": snapshot_id})}
     other = conn.execute(sql.SQL(
         "SELECT EXISTS (SELECT 1 FROM {s}.snapshot_members m JOIN {s}.versions v"
         " USING (version_pk) WHERE m.snapshot_id = %s AND v.document_id <> ALL(%s))").format(

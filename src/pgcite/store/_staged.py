@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from pgcite._errors import PgciteError
 from pgcite.embed._base import EmbedderSpec
-from pgcite.index import MergeReport, new_segment
+from pgcite.index import MergeReport, is_member, new_segment
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._entities import derive_initial_aliases
 from pgcite.store._snapshots import (
@@ -157,7 +157,7 @@ def _members_of(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int
                 version_pks: Sequence[int]) -> int:
     """How many of these versions the snapshot holds (one lookup each)."""
     row = conn.execute(sql.SQL(
-        "SELECT count(*) FROM unnest(%s::bigint[]) AS x(pk) WHERE EXISTS (SELECT 1 FROM"
-        " {s}.snapshot_members m WHERE m.snapshot_id = %s AND m.version_pk = x.pk)").format(
-        s=info.schema_id), (sorted(set(version_pks)), snapshot_id)).fetchone()
+        "SELECT count(*) FILTER (WHERE {member}) FROM unnest(%(pks)s::bigint[]) AS x(pk)").format(
+        member=is_member(info.schema_id, sql.Placeholder("sid"), sql.SQL("x.pk"))),
+        {"pks": sorted(set(version_pks)), "sid": snapshot_id}).fetchone()
     return int(row[0]) if row else 0

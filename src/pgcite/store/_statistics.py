@@ -5,6 +5,9 @@ the load, later on a busy server), and without them the planner checked the vect
 snapshot membership by reading every chunk: 520 ms instead of 6 ms per search at 100k chunks
 (measured: tests/test_statistics.py shows the plan, bench/scale.py the latency). So a build
 that grows a collection by more than a tenth analyzes the tables the search plans read.
+
+:func:`after_build` is what follows every build's commit: that refresh, then the keyword
+index's merges due (pgcite.index), and the refresh those need.
 """
 
 from __future__ import annotations

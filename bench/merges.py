@@ -12,6 +12,12 @@ in rotated order, database time only; the report gives each round's p50 / p95, t
 snapshot's segments and what the ingest cost (build, merges), and each variant's p95 over the
 control's.
 
+**Cached plans.** Then, on the three collections as the rounds left them, the keyword statement
+with the snapshot's id as a literal (as searches send it) against the same statement with it as
+a parameter (as they did before), alternating query by query on one connection, each prepared
+(psycopg prepares a statement on its fifth use): database round trip, and how many executions
+PostgreSQL ran with its cached generic plan instead of planning anew.
+
 **Build cost.** At two base sizes, 100 documents are added as a new snapshot REPEATS times per
 variant, alternating: as builds are made now (the change: the new versions, against the active
 snapshot) and as they were before (the whole member list read into Python and passed to the
@@ -51,6 +57,9 @@ from scale import (
 )
 
 import pgcite
+from pgcite.retrieve._filters import Filters, compile_filters
+from pgcite.retrieve._search import SearchOptions, prepare_search
+from pgcite.retrieve._sql import build_search_sql
 from pgcite.store._snapshots import activate_snapshot, build_snapshot, plan_snapshot
 
 SEED = 36
@@ -127,10 +136,48 @@ def ingests(args: argparse.Namespace, vocab: list[str]) -> dict[str, Any]:
                 row[label].update(p50_ms=pct(values, 0.5), p95_ms=pct(values, 0.95))
             rounds.append(row)
             print(json.dumps(row), file=sys.stderr)
+    plans = {label: cached_plans(col, vocab, rng, args.queries)
+             for label, col in {**cols, "control": control}.items()}
     for c in variants.values():
         c.close()
     return {"base_chunks": args.base, "docs_per_ingest": args.docs, "queries": args.queries,
-            "rounds": rounds}
+            "rounds": rounds, "cached_plans": plans}
+
+
+def cached_plans(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
+                 n: int) -> dict[str, Any]:
+    """The keyword statement with the snapshot as a literal and as a parameter, alternating,
+    prepared on one connection: p50 / p95 ms (the first five of each left out) and the plans
+    PostgreSQL took (generic: cached; custom: planned for that execution)."""
+    snap = col.active_snapshot()
+    options = SearchOptions(mode="keyword", top_k=5)
+    compiled = compile_filters(Filters(), snap.metadata_fields or {}, col.info.schema_id)
+    parameter = build_search_sql(
+        schema=col.info.schema_id, ts_config=col.info.ts_config, model_key=snap.embed_model,
+        dim=snap.embed_dim, halfvec=False, mode="keyword", filters=compiled.sql(),
+        constraint=False, filtered=False, fetch=options.fetch, limit=options.top_k)
+    times: dict[str, list[float]] = {"literal": [], "parameter": []}
+    with col.client.db.connect() as conn:
+        for i, text in enumerate(random_queries(vocab, rng, n)):
+            literal, params = prepare_search(col.info, snap, text, filters=Filters(),
+                                             options=options, query_vector=None)
+            runs = [("literal", literal), ("parameter", parameter)]
+            for label, statement in runs if i % 2 == 0 else runs[::-1]:
+                t0 = time.perf_counter()
+                conn.execute(statement, params, prepare=True).fetchall()
+                times[label].append((time.perf_counter() - t0) * 1000)
+        prepared = conn.execute("SELECT statement, generic_plans, custom_plans"
+                                " FROM pg_prepared_statements").fetchall()
+        conn.rollback()
+    out: dict[str, Any] = {}
+    for label, values in times.items():
+        # the two statements prepared here: the literal one names the snapshot's id
+        generic, custom = next(((int(g), int(c)) for text, g, c in prepared
+                                if (f"snapshot_id = {snap.snapshot_id}" in text)
+                                == (label == "literal")), (0, 0))
+        out[label] = {"p50_ms": pct(values[5:], 0.5), "p95_ms": pct(values[5:], 0.95),
+                      "generic_plans": generic, "custom_plans": custom}
+    return out
 
 
 def _add(col: pgcite.Collection, start: int, vocab: list[str], rng: np.random.Generator, *,
@@ -223,6 +270,15 @@ def render(summary: dict[str, Any]) -> str:
             f" {max(r[label]['ingest_s'] for r in rows):.2f} s at most;"
             f" {sum(r[label]['merges'] for r in rows)} merges,"
             f" {sum(r[label]['merge_s'] for r in rows):.1f} s in all")
+    lines += ["", "## Cached plans: the snapshot as a literal or a parameter (keyword statement,"
+              " prepared, after the rounds)", "",
+              "| collection | literal p50 / p95 | generic / custom plans | parameter p50 / p95 |"
+              " generic / custom plans |", "|---|---|---|---|---|"]
+    for label, v in ing["cached_plans"].items():
+        a, b = v["literal"], v["parameter"]
+        lines.append(f"| {label} | {a['p50_ms']} / {a['p95_ms']} | {a['generic_plans']} /"
+                     f" {a['custom_plans']} | {b['p50_ms']} / {b['p95_ms']} |"
+                     f" {b['generic_plans']} / {b['custom_plans']} |")
     lines += ["", "## Build cost: 100 documents added (seconds, build only)", "",
               "| collection | the change (now) median / max | member list (before) median / max |",
               "|---|---|---|"]

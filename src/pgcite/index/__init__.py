@@ -23,7 +23,7 @@ from pgcite.index._merge import (
     plan_merges,
     snapshot_segments,
 )
-from pgcite.index._query import Cte, KeywordLeg, absent, min_max, with_ctes
+from pgcite.index._query import SNAPSHOT, Cte, KeywordLeg, absent, min_max, with_ctes
 from pgcite.index._query import count as row_count
 from pgcite.index._writer import (
     MemberDelta,
@@ -40,6 +40,7 @@ __all__ = [
     "DENSE_BLOCK",
     "K1",
     "MERGE_FACTOR",
+    "SNAPSHOT",
     "Cte",
     "KeywordLeg",
     "MemberDelta",

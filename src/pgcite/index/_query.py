@@ -1,6 +1,6 @@
 """The keyword leg of the search statement, as named parts (common table expressions) composed
 with psycopg.sql: identifiers by ``sql.Identifier``, values as named placeholders the caller
-binds (%(ranking_text)s, %(snapshot_id)s), row counts and tuning constants as literals. Each
+binds (%(ranking_text)s), the snapshot, row counts and tuning constants as literals. Each
 part has its golden rendering (tests/golden/parts/keyword/).
 
 BM25 over the snapshot's segments (docs/retrieval.md): each segment's postings carry raw term
@@ -18,7 +18,7 @@ ranked and normalised).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from psycopg import sql
 
@@ -43,6 +43,10 @@ DENSE_COST = 4
 # sorted / 256 / 1024 / 4096): a third of the chunks 34.7 / 28.4 / 29.6 / 35.9, a quarter 35.2 /
 # 28.9 / 30.9 / 36.1, a 40th 48.0 / 57.1 / 42.9 / 51.4.
 BEST_FIRST_HEAD = 1024
+
+
+# The snapshot a statement reads, when it is not given as a literal.
+SNAPSHOT = sql.Placeholder("snapshot_id")
 
 
 @dataclass(frozen=True)
@@ -73,19 +77,21 @@ def count(name: str, value: int | None) -> int | None:
 
 @dataclass(frozen=True)
 class KeywordLeg:
-    """The keyword leg of one search: ``fetch`` chunks of the snapshot %(snapshot_id)s, best
+    """The keyword leg of one search: ``fetch`` chunks of the snapshot ``snapshot``, best
     first, for the query text %(ranking_text)s.
 
     ``join`` joins the chunk rows (as ``c``) and applies the filters, or None (unfiltered: the
     postings alone rank, half the work). ``term_depth`` counts only each term's N best postings
     per segment (approximate, only unfiltered: a prefix cut before the filters could leave the
-    leg empty); None is exact BM25."""
+    leg empty); None is exact BM25. ``snapshot``: the snapshot's id as a literal (what a
+    search passes: see pgcite.retrieve._sql), or a placeholder."""
 
     schema: sql.Identifier
     ts_config: str
     fetch: int
     join: sql.Composable | None = None
     term_depth: int | None = None
+    snapshot: sql.Composable = field(default_factory=lambda: SNAPSHOT)
 
     def __post_init__(self) -> None:
         count("fetch", self.fetch)
@@ -115,8 +121,8 @@ class KeywordLeg:
             "    SELECT n, k1, {base} AS base, {slope} AS slope\n"
             "    FROM (SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,\n"
             "                 bm25_k1::float8 AS k1, bm25_b::float8 AS b\n"
-            "          FROM {s}.snapshots WHERE snapshot_id = %(snapshot_id)s) s").format(
-            s=self.schema, base=_bm25.norm_base(k1, b),
+            "          FROM {s}.snapshots WHERE snapshot_id = {snap}) s").format(
+            s=self.schema, snap=self.snapshot, base=_bm25.norm_base(k1, b),
             slope=_bm25.norm_slope(k1, b, sql.SQL("avgdl"))))
 
     def idf(self) -> Cte:
@@ -131,11 +137,12 @@ class KeywordLeg:
             "                FROM {s}.snapshot_segments ss JOIN {s}.segment_blocks b USING (segment_id)\n"
             "                CROSS JOIN kw_terms\n"
             "                LEFT JOIN {s}.snapshot_deleted_df d\n"
-            "                  ON d.snapshot_id = %(snapshot_id)s AND d.term = b.term\n"
-            "                WHERE ss.snapshot_id = %(snapshot_id)s AND b.term = ANY(kw_terms.terms)\n"
+            "                  ON d.snapshot_id = {snap} AND d.term = b.term\n"
+            "                WHERE ss.snapshot_id = {snap} AND b.term = ANY(kw_terms.terms)\n"
             "                GROUP BY b.term) t CROSS JOIN kw_stats st\n"
             "          WHERE t.df > 0) q").format(
-            s=self.schema, wt=_bm25.term_factor(sql.SQL("q.idf"), sql.SQL("q.k1")),
+            s=self.schema, snap=self.snapshot,
+            wt=_bm25.term_factor(sql.SQL("q.idf"), sql.SQL("q.k1")),
             idf=_bm25.idf(sql.SQL("st.n"), sql.SQL("t.df"))), materialized=True)
 
     def postings(self) -> Cte:
@@ -149,14 +156,14 @@ class KeywordLeg:
             " AS dense\n"
             "    FROM {s}.snapshot_segments ss JOIN {s}.segment_postings p USING (segment_id)\n"
             "    CROSS JOIN kw_terms\n"
-            "    WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = ANY(kw_terms.terms)").format(
-            s=self.schema), materialized=True)
+            "    WHERE ss.snapshot_id = {snap} AND p.term = ANY(kw_terms.terms)").format(
+            s=self.schema, snap=self.snapshot), materialized=True)
 
     def dead(self) -> Cte:
         return Cte("kw_dead", sql.SQL(
             "SELECT ss.segment_id, d.chunk_pk\n"
             "    FROM {s}.snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)\n"
-            "    WHERE ss.snapshot_id = %(snapshot_id)s").format(s=self.schema))
+            "    WHERE ss.snapshot_id = {snap}").format(s=self.schema, snap=self.snapshot))
 
     # --- scoring -------------------------------------------------------------------------
 
@@ -182,7 +189,7 @@ class KeywordLeg:
         long_list = sql.Literal(LONG_LIST)
         return [
             Cte("kw_long", sql.SQL(_LONG).format(
-                s=self.schema, long_list=long_list,
+                s=self.schema, snap=self.snapshot, long_list=long_list,
                 bound=_bm25.weight(sql.SQL("(st.k1 + 1)"), sql.SQL("x.mt"), sql.SQL("x.ml"),
                                    base=sql.SQL("st.base"), slope=sql.SQL("st.slope"))),
                 materialized=True),
@@ -317,16 +324,18 @@ def min_max(x: sql.Composable) -> sql.Composed:
                    " OVER (), 0), 1.0)").format(x=x)
 
 
-def absent(lexeme: sql.Composable, schema: sql.Identifier) -> sql.Composed:
-    """Whether the snapshot %(snapshot_id)s holds ``lexeme`` in no live chunk."""
+def absent(lexeme: sql.Composable, schema: sql.Identifier,
+           snapshot: sql.Composable = SNAPSHOT) -> sql.Composed:
+    """Whether the snapshot ``snapshot`` holds ``lexeme`` in no live chunk."""
     return sql.SQL(
         "coalesce((SELECT sum(cardinality(p.chunk_pks))\n"
         "                            FROM {s}.snapshot_segments ss\n"
         "                            JOIN {s}.segment_postings p USING (segment_id)\n"
-        "                            WHERE ss.snapshot_id = %(snapshot_id)s AND p.term = {t}), 0)\n"
+        "                            WHERE ss.snapshot_id = {snap} AND p.term = {t}), 0)\n"
         "                  <= coalesce((SELECT d.df FROM {s}.snapshot_deleted_df d\n"
-        "                               WHERE d.snapshot_id = %(snapshot_id)s\n"
-        "                                 AND d.term = {t}), 0)").format(s=schema, t=lexeme)
+        "                               WHERE d.snapshot_id = {snap}\n"
+        "                                 AND d.term = {t}), 0)").format(
+        s=schema, t=lexeme, snap=snapshot)
 
 
 # The statistics as scalar subqueries (initplans, run once) rather than a join per posting with
@@ -402,7 +411,7 @@ _LONG = """SELECT b.term, i.wt, i.postings, i.idf * max(m.bound) AS ub,
          LATERAL (SELECT max({bound}) FROM unnest(b.max_tfs, b.min_lengths) AS x(mt, ml)) m(bound),
          LATERAL (SELECT count(*) AS blocks FROM {s}.segment_dense d
                   WHERE p.dense AND d.segment_id = p.segment_id AND d.term = p.term) r
-    WHERE ss.snapshot_id = %(snapshot_id)s AND i.postings >= {long_list}
+    WHERE ss.snapshot_id = {snap} AND i.postings >= {long_list}
     GROUP BY b.term, i.idf, i.wt, i.postings"""
 
 _COMPLETED = """SELECT k.chunk_pk, k.score + coalesce((

@@ -167,7 +167,7 @@ def prepare_search(
         filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION, fetch=options.fetch,
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
-        term_depth=options.term_depth,
+        term_depth=options.term_depth, snapshot_id=snapshot.snapshot_id,
     )
     return statement, params
 

@@ -10,12 +10,15 @@ keeps the rest for ``explain``. A new signal is one more column in :data:`SIGNAL
 part of its own if it needs one); tests/golden/ holds each part's rendering and the whole
 statement's.
 
-The row counts (``fetch``, the final limit, ``term_depth``) are literals, not parameters: they are
-integers this module is given, never user text, and with them in the statement PostgreSQL can
-reuse a cached plan of the prepared statement (psycopg prepares it after five uses). With a
-parameter instead, a generic plan assumes 10% of the rows, drops the HNSW index, and PostgreSQL
-plans every query afresh; on SciFact the literals took a top-10 hybrid query from 5.1 to 3.9 ms
-(same rows, measured interleaved).
+The row counts (``fetch``, the final limit, ``term_depth``) and the snapshot's id are literals,
+not parameters: they are integers this module is given, never user text, and with them in the
+statement PostgreSQL can reuse a cached plan of the prepared statement (psycopg prepares it after
+five uses). With a parameter instead, a generic plan assumes 10% of the rows, drops the HNSW
+index, and PostgreSQL plans every query afresh; on SciFact the literals took a top-10 hybrid query
+from 5.1 to 3.9 ms (same rows, measured interleaved). The snapshot became one later: in a
+collection of many snapshots and segments a generic plan's estimate for "this snapshot's
+segments" differed from the custom plans', so PostgreSQL planned every search anew (~7 ms a
+query under load; bench/results/merges), where a collection of one snapshot reused its plan.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Mapping
 from psycopg import sql
 
 from pgcite._types import DEFAULT_FUSION, Fusion, Mode
-from pgcite.index import Cte, KeywordLeg, absent, bm25_idf, min_max, row_count, with_ctes
+from pgcite.index import SNAPSHOT, Cte, KeywordLeg, absent, bm25_idf, min_max, row_count, with_ctes
 from pgcite.store._collections import vector_expression, vector_type
 
 # The ranks the gap and overlap signals look at: fixed, so that they do not move with top_k
@@ -33,7 +36,8 @@ from pgcite.store._collections import vector_expression, vector_type
 EVIDENCE_DEPTH = 5
 
 
-def evidence(schema: sql.Identifier, ts_config: str) -> list[Cte]:
+def evidence(schema: sql.Identifier, ts_config: str,
+             snapshot: sql.Composable = SNAPSHOT) -> list[Cte]:
     """Answerability signals (pgcite.retrieve._answerability) of the keyword leg: the share of
     the query's idf mass that the snapshot holds at all, the share its best keyword hit holds,
     how many of the query's names (capitalised words, given as %(names_text)s) the snapshot has
@@ -57,12 +61,13 @@ def evidence(schema: sql.Identifier, ts_config: str) -> list[Cte]:
         "            WHERE {absent}) AS unknown_names,\n"
         "           (SELECT cardinality(terms) FROM kw_terms) AS query_terms\n"
         "    FROM kw_mass m").format(s=schema, cfg=sql.Literal(ts_config),
-                                   absent=absent(sql.SQL("n.lexeme"), schema))
+                                   absent=absent(sql.SQL("n.lexeme"), schema, snapshot))
     return [Cte("kw_mass", mass), Cte("evidence", signals)]
 
 
 def vector_leg(*, schema: sql.Identifier, model_key: str, dim: int, halfvec: bool,
-               filters: sql.Composable, constraint: sql.Composable, fetch: int) -> list[Cte]:
+               filters: sql.Composable, constraint: sql.Composable, fetch: int,
+               snapshot: sql.Composable = SNAPSHOT) -> list[Cte]:
     """HNSW: the ORDER BY expression is exactly the partial index's expression, and the model
     predicate matches the index predicate (as a literal, so every plan can use the index)."""
     expr = vector_expression(dim, halfvec)
@@ -73,11 +78,12 @@ def vector_leg(*, schema: sql.Identifier, model_key: str, dim: int, halfvec: boo
         "    FROM {s}.chunks c\n"
         "    WHERE c.embed_model = {model}\n"
         "      AND c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members\n"
-        "                           WHERE snapshot_id = %(snapshot_id)s)\n"
+        "                           WHERE snapshot_id = {snapshot})\n"
         "      AND {filters} {constraint}\n"
         "    ORDER BY {distance}\n"
         "    LIMIT {fetch}").format(
-        s=schema, distance=distance, model=sql.Literal(model_key), filters=filters,
+        s=schema, snapshot=snapshot, distance=distance, model=sql.Literal(model_key),
+        filters=filters,
         constraint=constraint, fetch=sql.Literal(row_count("fetch", fetch)))
     ranked = sql.SQL(
         "SELECT chunk_pk, distance, row_number() OVER (ORDER BY distance, chunk_pk) AS rank,\n"
@@ -161,8 +167,10 @@ def build_search_sql(
     fetch: int,
     limit: int | None,
     term_depth: int | None = None,
+    snapshot_id: int | None = None,
 ) -> sql.Composed:
-    """The statement for one search; values are left as named placeholders.
+    """The statement for one search of the snapshot ``snapshot_id`` (None: a placeholder
+    %(snapshot_id)s); values are left as named placeholders.
 
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
@@ -172,14 +180,17 @@ def build_search_sql(
         ctes=with_ctes(search_ctes(
             schema=schema, ts_config=ts_config, model_key=model_key, dim=dim, halfvec=halfvec,
             mode=mode, filters=filters, constraint=constraint, filtered=filtered, fetch=fetch,
-            term_depth=term_depth)),
+            term_depth=term_depth, snapshot_id=snapshot_id)),
         fuse=fuse(schema, fusion, limit))
 
 
 def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: int,
                 halfvec: bool, mode: Mode, filters: sql.Composable, constraint: bool,
-                filtered: bool, fetch: int, term_depth: int | None) -> list[Cte]:
+                filtered: bool, fetch: int, term_depth: int | None,
+                snapshot_id: int | None = None) -> list[Cte]:
     """The statement's parts before the fusion: kw (and its parts), evidence, vec."""
+    snapshot = SNAPSHOT if snapshot_id is None else sql.Literal(row_count("snapshot_id",
+                                                                         snapshot_id))
     constraint_sql = sql.SQL(
         "AND c.tsv @@ websearch_to_tsquery({cfg}::regconfig, %(constraint)s)" if constraint else ""
     ).format(cfg=sql.Literal(ts_config))
@@ -192,13 +203,14 @@ def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: 
                            ).format(s=schema, filters=filters, constraint=constraint_sql)
             term_depth = None
         ctes += KeywordLeg(schema=schema, ts_config=ts_config, fetch=fetch, join=join,
-                           term_depth=term_depth).ctes()
-        ctes += evidence(schema, ts_config)
+                           term_depth=term_depth, snapshot=snapshot).ctes()
+        ctes += evidence(schema, ts_config, snapshot)
     else:
         ctes += [EMPTY_KEYWORD, EMPTY_EVIDENCE]
     if mode in ("vector", "hybrid"):
         ctes += vector_leg(schema=schema, model_key=model_key, dim=dim, halfvec=halfvec,
-                           filters=filters, constraint=constraint_sql, fetch=fetch)
+                           filters=filters, constraint=constraint_sql, fetch=fetch,
+                           snapshot=snapshot)
     else:
         ctes.append(EMPTY_VECTOR)
     return ctes

@@ -184,13 +184,13 @@ def test_a_failing_step_rolls_back_alone_and_says_which(
 
     def broken(kind: str) -> list[migrations.Migration]:
         found = real(kind)
-        return [m if m.version != 12 else migrations.Migration(12, m.name, "SELECT 1/0")
+        return [m if m.version != 13 else migrations.Migration(13, m.name, "SELECT 1/0")
                 for m in found]
 
     monkeypatch.setattr(migrations, "load_migrations", broken)
-    with pytest.raises(pgcite.PgciteError, match=r"step 12 \(snapshot_delta\) failed: division"
-                       r" by zero; the collection stays at version 11"):
+    with pytest.raises(pgcite.PgciteError, match=r"step 13 \(snapshot_delta\) failed: division"
+                       r" by zero; the collection stays at version 12"):
         client.upgrade_collections([old])
-    assert [c.schema_version for c in client.collections() if c.name == old] == [11]
+    assert [c.schema_version for c in client.collections() if c.name == old] == [12]
     monkeypatch.setattr(migrations, "load_migrations", real)
-    assert [s.version for s in client.upgrade_collections([old])] == [12]
+    assert [s.version for s in client.upgrade_collections([old])] == [13]

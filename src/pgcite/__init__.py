@@ -59,8 +59,8 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite.retrieve._view import SearchView
     from pgcite.store._collections import CollectionInfo, CollectionSettings
     from pgcite.store._documents import DocumentInfo, DocumentsRemoved
-    from pgcite.store._replicas import Replica
     from pgcite.store._migrations import UpgradeStep
+    from pgcite.store._replicas import Replica
     from pgcite.store._snapshots import SnapshotInfo
     from pgcite.store._staged import StagedBuild, StagedSummary
 

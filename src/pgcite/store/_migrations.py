@@ -38,7 +38,7 @@ _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 _LOCK_KEY = 0x70676369  # "pgci": serialises concurrent registry migrators
 # The collection version migrations/collection/baseline.sql creates: every step numbered up to
 # it is in it (tests/test_upgrade.py checks that an upgraded collection's schema equals it).
-BASELINE = 12
+BASELINE = 13
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 -- An upgrade step for collections made before the baseline (pgcite/store/_migrations.py),
 -- kept as it shipped: its index_segment and finish_snapshot wrote this version's layout, with
--- their own copy of the impact order; 0011 drops them (the writer and the one BM25 formula are
+-- their own copy of the impact order; 0012 drops them (the writer and the one BM25 formula are
 -- pgcite/index/_writer.py and _bm25.py now).
 --
 -- The BM25 index as Lucene-style segments (docs/snapshots.md). A segment indexes a set of

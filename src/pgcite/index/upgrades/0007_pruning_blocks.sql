@@ -1,5 +1,5 @@
 -- Block upper bounds for the impact-ordered postings (docs/retrieval.md, "Large collections").
--- This step also created keyword_top, the pruned keyword leg, removed since (0011 drops it where
+-- This step also created keyword_top, the pruned keyword leg, removed since (0012 drops it where
 -- it exists; docs/retrieval.md, "Pruned keyword leg (removed)").
 --
 -- Each segment's postings of a term are impact-ordered (0004). Here every such list gets block

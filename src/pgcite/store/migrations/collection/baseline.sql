@@ -1,8 +1,8 @@
--- A new collection's schema, squashed: what steps 0001-0012 leave (pgcite/store/_migrations.py;
+-- A new collection's schema, squashed: what steps 0001-0013 leave (pgcite/store/_migrations.py;
 -- tests/test_upgrade.py compares the two). {schema} and {tsconfig} are filled in with psycopg.sql
 -- (Identifier and Literal), and the index placeholder below with the keyword index's tables
 -- (pgcite/index/schema.sql); nothing else is ever formatted into this text. Later changes are
--- steps numbered after 0012.
+-- steps numbered after 0013.
 
 CREATE SCHEMA {schema};
 
@@ -15,6 +15,9 @@ CREATE TABLE {schema}.versions (
     source       text,
     n_chunks     integer NOT NULL,
     created_at   timestamptz NOT NULL DEFAULT now(),
+    -- what the version says about its document and where each value came from (dates, title,
+    -- author, corpus, metadata; "sources": "catalogue", "flag", "file" ...): ingest/_provenance.py
+    provenance   jsonb,
     UNIQUE (document_id, content_hash)
 );
 

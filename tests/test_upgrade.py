@@ -194,3 +194,31 @@ def test_a_failing_step_rolls_back_alone_and_says_which(
     assert [c.schema_version for c in client.collections() if c.name == old] == [12]
     monkeypatch.setattr(migrations, "load_migrations", real)
     assert [s.version for s in client.upgrade_collections([old])] == [13]
+
+
+def test_the_cli_refuses_an_old_collection_then_upgrades_it(
+        client: pgcite.Client, settings: pgcite.Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-line message naming the command, the list saying which collections need it, the
+    command's progress, and nothing left to do the second time."""
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    restore_old_collection(client)
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, list(args))
+        return result.exit_code, result.output
+
+    code, out = run("search", OLD, "the fire")
+    assert code == 1 and "schema version 10" in out and "Traceback" not in out
+    assert f"pgcite collection upgrade {OLD}" in out
+    assert f"pgcite collection upgrade {OLD}" in run("collection", "list")[1]
+    code, out = run("collection", "upgrade", OLD)
+    assert code == 0, out
+    assert "step 11 (version_provenance)" in out and "step 13 (snapshot_delta) done in" in out
+    assert run("collection", "upgrade", OLD, "--json") == (0, "[]\n")
+    code, out = run("search", OLD, "the fire", "--json")
+    assert code == 0 and json.loads(out)["hits"]

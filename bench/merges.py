@@ -361,7 +361,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
     bx.set_xlabel("ingest")
     bx.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=60)
 
 
 def main() -> None:

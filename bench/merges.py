@@ -26,8 +26,8 @@ variant, alternating: as builds are made now (the change: the new versions, agai
 snapshot) and as they were before (the whole member list read into Python and passed to the
 build, which compares it with the base's). Both give the same snapshot; the time is the build's.
 
-    PGCITE_DATA_DIR=/work/data/merges python bench/merges.py                # ~20 min
-    python bench/merges.py --base 20000 --rounds 100 --sizes 10000,100000
+    PGCITE_DATA_DIR=/work/data/merges python bench/merges.py                # ~30 min
+    python bench/merges.py --base 20000 --rounds 30 --sizes 10000           # a smaller look
 
 Written to bench/results/merges/ (summary.json, report.md, latency.png).
 """
@@ -366,7 +366,7 @@ def plot(summary: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", type=int, default=20_000, help="chunks before the ingests")
+    parser.add_argument("--base", type=int, default=50_000, help="chunks before the ingests")
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--docs", type=int, default=20, help="documents per ingest")
     parser.add_argument("--queries", type=int, default=40, help="searches per round each")

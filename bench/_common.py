@@ -35,9 +35,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def client() -> pgcite.Client:
-    """The benchmark database: PGCITE_DATABASE_URL / PGCITE_DATA_DIR, else bench/.data."""
-    overrides: dict[str, Any] = {}
+def client(**settings: Any) -> pgcite.Client:
+    """The benchmark database: PGCITE_DATABASE_URL / PGCITE_DATA_DIR, else bench/.data;
+    ``settings`` override the others (e.g. ``merge_budget_s=0``)."""
+    overrides: dict[str, Any] = dict(settings)
     if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
         overrides["data_dir"] = ROOT / ".data"
     return pgcite.Client(pgcite.Settings(**overrides))

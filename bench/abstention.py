@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl
+from psycopg import sql
 
 import pgcite
 from pgcite.answer._pipeline import _asks_after_sources, default_threshold
@@ -44,6 +45,8 @@ from pgcite.evaluate._fit_abstention import (
     rates,
     wilson,
 )
+from pgcite.index import with_ctes
+from pgcite.retrieve import _sql
 from pgcite.retrieve._answerability import FEATURES, SIGNALS, AnswerabilityModel, fit_model
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
@@ -173,16 +176,30 @@ def latency(col: pgcite.Collection, queries: Sequence[GoldenQuery],
         plans = []
         for q in queries:
             vector = embedder.embed_query(q.text)
-            for variant, evidence in (("with signals", True), ("without signals", False)):
-                plans.append((variant, *prepare_search(col.info, snap, q.text, filters=Filters(),
-                                                       options=options, query_vector=vector,
-                                                       evidence=evidence)))
+            statement, params = prepare_search(col.info, snap, q.text, filters=Filters(),
+                                               options=options, query_vector=vector)
+            plans.append(("with signals", statement, params))
+            plans.append(("without signals", _without_signals(col, snap, options), params))
         for _ in range(repeats):
             for variant, statement, params in plans:
                 times[variant].append(_run(conn, statement, params, options.hnsw_ef_search))
     return {k: {"p50_ms": round(statistics.median(v), 3),
                 "mean_ms": round(statistics.fmean(v), 3), "runs": len(v)}
             for k, v in times.items()}
+
+
+def _without_signals(col: pgcite.Collection, snap: Any, options: SearchOptions) -> sql.Composed:
+    """The same statement composed without the signals' parts and columns (NULL instead)."""
+    s = col.info.schema_id
+    parts = [c for c in _sql.search_ctes(
+        schema=s, ts_config=col.info.ts_config, model_key=snap.embed_model, dim=snap.embed_dim,
+        halfvec=col.info.settings.halfvec, mode="hybrid", filters=sql.SQL("true"),
+        constraint=False, filtered=False, fetch=options.fetch, term_depth=None)
+        if c.name not in ("kw_mass", "evidence")]
+    signals = {name: sql.SQL("NULL") for name in _sql.SIGNAL_COLUMNS}
+    return sql.SQL("WITH {}\n{}").format(
+        with_ctes([*parts, _sql.EMPTY_EVIDENCE]),
+        _sql.fuse(s, options.fusion or "convex", options.top_k, signals))
 
 
 def _run(conn: psycopg.Connection, statement: Any, params: dict[str, Any], ef: int) -> float:

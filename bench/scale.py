@@ -46,10 +46,9 @@ from _common import DATA, RESULTS, client, read_jsonl
 from psycopg import sql
 
 import pgcite
-from pgcite.retrieve import _sql
+from pgcite.index import MemberDelta, _query, index_snapshot
 from pgcite.store._collections import ensure_vector_index
-from pgcite.store._segments import index_snapshot
-from pgcite.store._snapshots import activate_snapshot, build_snapshot
+from pgcite.store._snapshots import activate_snapshot, build_snapshot, plan_snapshot
 from pgcite.store._statistics import refresh_statistics
 
 ADD_DOCUMENTS = 100
@@ -119,7 +118,9 @@ def load(col: pgcite.Collection, n: int, vocab: list[str], rng: np.random.Genera
         rows = conn.execute(sql.SQL("SELECT array_agg(version_pk) FROM {s}.versions").format(s=s))
         pks = rows.fetchone()[0]  # type: ignore[index]
         with placeholders_allowed(hnsw):
-            snap = build_snapshot(conn, col.info, pks, spec=spec,
+            plan = plan_snapshot(conn, col.info, pks, spec=spec, content_id=None,
+                                 replace_all=True)
+            snap = build_snapshot(conn, col.info, plan, spec=spec,
                                   note="synthetic scale benchmark")
         activate_snapshot(conn, col.info, snap)
         timings["snapshot_bm25_build_s"] = time.perf_counter() - t0
@@ -199,15 +200,13 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
     before = table_bytes(col)
     started = time.perf_counter()
     with col.client.db.transaction() as conn:
-        live = [r[0] for r in conn.execute(sql.SQL(
-            "SELECT m.version_pk FROM {s}.snapshot_members m JOIN {s}.active a USING"
-            " (snapshot_id)").format(s=s))]
         added = insert_synthetic(conn, col, n, ADD_DOCUMENTS, vocab, rng, centroids,
                                  vectors=vectors)
         t0 = time.perf_counter()
-        with placeholders_allowed(vectors):
-            snap = build_snapshot(conn, col.info, live + added, spec=spec,
-                                  note="add 100 documents")
+        with placeholders_allowed(vectors):  # as an ingest builds: on the active snapshot
+            plan = plan_snapshot(conn, col.info, added, spec=spec,
+                                 content_id=col.active_snapshot().snapshot_id)
+            snap = build_snapshot(conn, col.info, plan, spec=spec, note="add 100 documents")
         activate_snapshot(conn, col.info, snap)
         build_s = time.perf_counter() - t0
     total_s = time.perf_counter() - started
@@ -219,6 +218,10 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
     if not baseline:
         return added_row
     # The same members from scratch: one new segment over every version.
+    with col.client.connection() as conn:
+        live = [r[0] for r in conn.execute(sql.SQL(
+            "SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %s").format(s=s),
+            (snap,))]
     t0 = time.perf_counter()
     with col.client.db.transaction() as conn:
         row = conn.execute(sql.SQL(
@@ -227,7 +230,8 @@ def add_documents(col: pgcite.Collection, n: int, vocab: list[str], rng: np.rand
             " bm25_b FROM {s}.snapshots WHERE snapshot_id = %s RETURNING snapshot_id").format(
             s=s), (snap,)).fetchone()
         full = int(row[0])  # type: ignore[index]
-        index_snapshot(conn, col.info, full, None, live + added)  # no base: all added
+        index_snapshot(conn, col.info.schema_name, full, None,  # no base: all added
+                       MemberDelta(added=tuple(sorted(live)), dropped=()))
     full_s = time.perf_counter() - t0
     with col.client.db.connect(autocommit=True) as conn:
         conn.execute(sql.SQL("ANALYZE {s}.segment_postings").format(s=s))
@@ -287,23 +291,25 @@ def pct(samples: list[float], q: float) -> float:
 
 
 # The exact keyword leg summing every posting (no list is long enough to skip), and a filtered
-# leg joining the row of every scored chunk before it ranks them (what each did before
-# retrieve/_sql.py's _SKIPPING and _BEST_FIRST): the variants these benchmarks compare.
-SUMMED = ("LONG_LIST", 2**62)
-EVERY_ROW = ("_BEST_FIRST", "{cte}")
+# leg joining the row of every scored chunk before it ranks them (what each did before the
+# keyword leg's skipping parts and its best-first read, pgcite/index/_query.py): the variants
+# these benchmarks compare.
+SUMMED: tuple[Any, str, Any] = (_query, "LONG_LIST", 2**62)
+EVERY_ROW: tuple[Any, str, Any] = (_query.KeywordLeg, "_best_first",
+                                   lambda _, cte: sql.SQL(cte))
 
 
 def _search(col: pgcite.Collection, text: str, vec: np.ndarray, opts: dict[str, Any],
-            *patches: tuple[str, Any]) -> pgcite.SearchResult:
+            *patches: tuple[Any, str, Any]) -> pgcite.SearchResult:
     with contextlib.ExitStack() as stack:
-        for name, value in patches:
-            stack.enter_context(mock.patch.object(_sql, name, value))
+        for target, name, value in patches:
+            stack.enter_context(mock.patch.object(target, name, value))
         return col.search(text, top_k=5, query_vector=vec, snippets=False, mode=opts["mode"],
                           filters=opts.get("filters"),
                           options={"term_depth": opts.get("term_depth")})
 
 
-Variants = dict[str, tuple[dict[str, Any], tuple[tuple[str, Any], ...]]]
+Variants = dict[str, tuple[dict[str, Any], tuple[tuple[Any, str, Any], ...]]]
 
 
 def summary(ms: list[float]) -> dict[str, float]:
@@ -371,11 +377,11 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
             centroids: np.ndarray, *, hnsw: bool = True) -> dict[str, Any]:
     """Database time per mode, the variants interleaved query by query (a noisy machine shifts
     them alike). "summed" is the exact keyword leg without skipping its long lists, as every
-    search was before it (retrieve/_sql.py, _SKIPPING): the same hits, compared here. Without
+    search was before it (pgcite/index/_query.py, the skipping parts): the same hits, compared here. Without
     ``hnsw`` (no vector index) the keyword variants alone."""
     texts = random_queries(vocab, rng, QUERIES)
     vecs = synthetic_vectors(QUERIES, rng, centroids)
-    plain: tuple[tuple[str, Any], ...] = ()
+    plain: tuple[tuple[Any, str, Any], ...] = ()
     variants: Variants = {
         "keyword": ({"mode": "keyword"}, plain), "vector": ({"mode": "vector"}, plain),
         "hybrid": ({"mode": "hybrid"}, plain),

@@ -24,7 +24,7 @@ from scale import SEED, insert_synthetic, random_queries, synthetic_vectors, voc
 from scale import centroids as scale_centroids
 
 import pgcite
-from pgcite.store._snapshots import activate_snapshot, build_snapshot
+from pgcite.store._snapshots import activate_snapshot, build_snapshot, plan_snapshot
 
 TABLES = ("segments", "segment_versions", "segment_postings", "snapshot_segments",
           "snapshot_deleted_df", "snapshot_members")
@@ -54,7 +54,9 @@ def ensure(c: pgcite.Client, name: str, n: int, vocab: list[str],
         for table in ("versions", "chunks"):  # fresh rows: plan the build with statistics
             conn.execute(sql.SQL("ANALYZE {s}.{t}").format(s=col.info.schema_id,
                                                             t=sql.Identifier(table)))
-        snap = build_snapshot(conn, col.info, pks, spec=col.info.embedder, note="scale members")
+        plan = plan_snapshot(conn, col.info, pks, spec=col.info.embedder, content_id=None,
+                             replace_all=True)
+        snap = build_snapshot(conn, col.info, plan, spec=col.info.embedder, note="scale members")
         activate_snapshot(conn, col.info, snap)
     with c.db.connect(autocommit=True) as conn:
         conn.execute(sql.SQL("VACUUM ANALYZE {s}.chunks").format(s=col.info.schema_id))
@@ -63,17 +65,15 @@ def ensure(c: pgcite.Client, name: str, n: int, vocab: list[str],
 
 def add_100(col: pgcite.Collection, start: int, vocab: list[str], rng: np.random.Generator,
             centroids: np.ndarray) -> dict[str, Any]:
-    s = col.info.schema_id
     with col.client.connection() as conn:
         before = table_bytes(conn, col.info.schema_name)
     t0 = time.perf_counter()
     with col.client.db.transaction() as conn:
-        live = [r[0] for r in conn.execute(sql.SQL(
-            "SELECT m.version_pk FROM {s}.snapshot_members m JOIN {s}.active a USING"
-            " (snapshot_id)").format(s=s))]
         added = insert_synthetic(conn, col, start, 100, vocab, rng, centroids)
         t1 = time.perf_counter()
-        snap = build_snapshot(conn, col.info, live + added, spec=col.info.embedder, note="add 100")
+        plan = plan_snapshot(conn, col.info, added, spec=col.info.embedder,
+                             content_id=col.active_snapshot().snapshot_id)
+        snap = build_snapshot(conn, col.info, plan, spec=col.info.embedder, note="add 100")
         activate_snapshot(conn, col.info, snap)
         build_s = time.perf_counter() - t1
     total_s = time.perf_counter() - t0

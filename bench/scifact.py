@@ -50,8 +50,10 @@ def latency_top10(col: Any, golden: Any, vectors: dict[str, Any]) -> dict[str, A
     out: dict[str, Any] = {}
     for name, opts in VARIANTS.items():
         samples = []
+        ranking = {k: v for k, v in opts.items() if k not in ("mode", "stages")}  # fusion
         for query in golden.queries:
-            result = col.search(query.text, top_k=10, query_vector=vectors[query.id], **opts)
+            result = col.search(query.text, top_k=10, query_vector=vectors[query.id],
+                                mode=opts["mode"], stages=opts.get("stages"), options=ranking)
             samples.append(result.timings_ms["database"])
         samples.sort()
         out[name] = {"p50_ms": round(statistics.median(samples), 3),

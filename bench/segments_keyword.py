@@ -11,14 +11,10 @@ side is the bare keyword query; the new one is pgcite's whole keyword-mode state
     python bench/scale.py --sizes 100000 --results scale_segments   # builds scale_100k
     python bench/segments_keyword.py --collection scale_100k
 
-With ``--pruning`` it compares instead pgcite's exact keyword leg summing every posting
-(``pruning=False``) with the pruned one (``pruning=True``, migration 0007, keyword_top), both
-the whole keyword-mode statement, interleaved on the same queries, unfiltered and with the
-cutoff; their top-5 must agree (ids, scores to 1e-6). It also reports how many postings the
-pruned leg read against the query terms' total (keyword_top called once more per query, not
-timed). Written to bench/results/keyword_pruning/.
-
-    python bench/segments_keyword.py --collection scale_100k --pruning --label "under load"
+Its ``--pruning`` mode, which compared the exact leg with the pruned one (keyword_top), went
+with that leg; its figures stay in docs/retrieval.md ("Pruned keyword leg (removed)") and
+bench/results/keyword_pruning/. The statement measured now carries the answerability signals
+(the runs in bench/results/segments_keyword/ left them out).
 """
 
 from __future__ import annotations
@@ -38,7 +34,7 @@ from psycopg.rows import dict_row
 from scale import pct, random_queries, vocabulary
 
 from pgcite.retrieve._filters import Filters, compile_filters
-from pgcite.retrieve._sql import PRUNING_EXHAUSTIVE_BELOW, build_search_sql, inline_filter
+from pgcite.retrieve._sql import build_search_sql
 
 QUERIES = 200
 SEED = 7
@@ -94,18 +90,11 @@ ORDER BY t.score DESC, t.chunk_pk LIMIT 5
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--collection", default="scale_100k")
-    parser.add_argument("--pruning", action="store_true",
-                        help="exhaustive vs pruned exact keyword leg, side by side")
-    parser.add_argument("--label", default="under load",
-                        help="how quiet the machine was (goes into the report)")
     parser.add_argument("--queries", type=int, default=QUERIES)
     args = parser.parse_args()
     rng = np.random.default_rng(SEED)
     vocab = vocabulary()
     texts = random_queries(vocab, rng, args.queries)
-    if args.pruning:
-        pruning_main(args.collection, texts, args.label)
-        return
     with client() as c:
         col = c.collection(args.collection)
         snap = col.active_snapshot()
@@ -140,8 +129,7 @@ def _compare(conn: Any, col: Any, snapshot_id: int, model: str, texts: list[str]
     compiled = compile_filters(filters or Filters(), {})
     new = build_search_sql(schema=s, ts_config=col.info.ts_config, model_key=model, dim=384,
                            halfvec=False, mode="keyword", filters=compiled.sql(),
-                           constraint=False, filtered=bool(compiled.clauses), fetch=15, limit=5,
-                           evidence=False)
+                           constraint=False, filtered=bool(compiled.clauses), fetch=15, limit=5)
     old = sql.SQL(_OLD_QUERY).format(s=s, filter=sql.SQL(
         "JOIN {s}.chunks c USING (chunk_pk) WHERE c.date_end <= %(cutoff)s"
         if filters is not None else "").format(s=s))
@@ -170,98 +158,12 @@ def _compare(conn: Any, col: Any, snapshot_id: int, model: str, texts: list[str]
             "same_top5": agree, "max_score_difference": worst}
 
 
-_EXHAUSTIVE, _PRUNED = "exhaustive (every posting)", "pruned (keyword_top)"
-
-
-def pruning_main(collection: str, texts: list[str], label: str) -> None:
-    with client() as c:
-        col = c.collection(collection)
-        snap = col.active_snapshot()
-        out: dict[str, Any] = {"collection": collection, "chunks": snap.n_chunks,
-                               "queries": len(texts), "label": label}
-        with c.connection() as conn:
-            for name, filters in {"unfiltered": None, "cutoff": Filters(cutoff=CUTOFF)}.items():
-                out[name] = _compare_pruning(conn, col, snap.snapshot_id, snap.embed_model,
-                                             texts, filters)
-                print(name, json.dumps(out[name]), file=sys.stderr)
-    _write("keyword_pruning", out, render_pruning(out))
-
-
 def _write(name: str, out: dict[str, Any], markdown: str) -> None:
     folder = RESULTS / name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.json").write_text(json.dumps(out, indent=2))
     (folder / "report.md").write_text(markdown)
     print(f"wrote {folder}/summary.json and report.md", file=sys.stderr)
-
-
-def _compare_pruning(conn: Any, col: Any, snapshot_id: int, model: str, texts: list[str],
-                     filters: Filters | None) -> dict[str, Any]:
-    s = col.info.schema_id
-    compiled = compile_filters(filters or Filters(), {})
-    kw_filter = inline_filter(compiled.sql(), compiled.params, filtered=bool(compiled.clauses),
-                              constraint=None, ts_config=col.info.ts_config)
-    statements = {label: build_search_sql(
-        schema=s, ts_config=col.info.ts_config, model_key=model, dim=384, halfvec=False,
-        mode="keyword", filters=compiled.sql(), constraint=False,
-        filtered=bool(compiled.clauses), fetch=15, limit=5, pruning=pruning, evidence=False)
-        for label, pruning in ((_EXHAUSTIVE, False), (_PRUNED, True))}
-    times: dict[str, list[float]] = {label: [] for label in statements}
-    agree, worst, read, total = 0, 0.0, 0, 0
-    for i, text in enumerate(texts):
-        params = {**compiled.params, "snapshot_id": snapshot_id, "ranking_text": text,
-                  "constraint": None, "kw_filter": kw_filter, "w_keyword": 1.0,
-                  "w_vector": 1.0, "rrf_k": 60.0}
-        got: dict[str, list[tuple[str, float]]] = {}
-        order = list(statements.items())
-        for label, statement in (order if i % 2 == 0 else order[::-1]):
-            t0 = time.perf_counter()
-            with conn.cursor(row_factory=dict_row) as cur:
-                rows = cur.execute(statement, params).fetchall()
-            times[label].append((time.perf_counter() - t0) * 1000)
-            got[label] = [(r["id"], r["kw_score"]) for r in rows]
-        a, b = got[_EXHAUSTIVE], got[_PRUNED]
-        agree += len(a) == len(b) and all(
-            x[0] == y[0] and abs(x[1] - y[1]) < 1e-6 for x, y in zip(a, b, strict=True))
-        worst = max([worst, *(abs(x[1] - y[1]) for x, y in zip(a, b, strict=False))])
-        row = conn.execute(sql.SQL(
-            "WITH t AS (SELECT coalesce(array_agg(lexeme), '{{}}') AS terms"
-            " FROM unnest(to_tsvector({cfg}::regconfig, %(text)s)))"
-            " SELECT (SELECT max(postings_read) FROM t, {s}.keyword_top(%(sid)s, t.terms, 15,"
-            " {below}, %(f)s)), (SELECT sum(b.postings) FROM t, {s}.snapshot_segments ss"
-            " JOIN {s}.segment_blocks b USING (segment_id) WHERE ss.snapshot_id = %(sid)s"
-            " AND b.term = ANY(t.terms))").format(
-            s=s, cfg=sql.Literal(col.info.ts_config),
-            below=sql.Literal(PRUNING_EXHAUSTIVE_BELOW)),
-            {"text": text, "sid": snapshot_id, "f": kw_filter}).fetchone()
-        read += int(row[0] or 0)
-        total += int(row[1] or 0)
-    return {**{label: {"p50_ms": pct(v, 0.5), "p95_ms": pct(v, 0.95),
-                       "mean_ms": round(statistics.mean(v), 2)} for label, v in times.items()},
-            "same_top5": agree, "max_score_difference": worst,
-            "postings_read_share": round(read / total, 3) if total else None}
-
-
-def render_pruning(out: dict[str, Any]) -> str:
-    lines = [f"# Exact keyword leg: every posting vs pruned ({out['collection']},"
-             f" {out['chunks']:,} chunks, {out['queries']} queries, top-5, database ms,"
-             f" interleaved, {out['label']})", "",
-             "| leg | statement | p50 | p95 | mean | same top-5 | max score diff |"
-             " postings read |", "|---|---|---|---|---|---|---|---|"]
-    for name in ("unfiltered", "cutoff"):
-        r = out[name]
-        for label in (_EXHAUSTIVE, _PRUNED):
-            share = ("100%" if label == _EXHAUSTIVE
-                     else f"{100 * r['postings_read_share']:.0f}%"
-                     if r["postings_read_share"] is not None else "-")
-            lines.append(f"| {name} | {label} | {r[label]['p50_ms']} | {r[label]['p95_ms']} |"
-                         f" {r[label]['mean_ms']} | {r['same_top5']}/{out['queries']} |"
-                         f" {r['max_score_difference']:.2g} | {share} |")
-    lines += ["", "Both rows are pgcite's whole keyword-mode statement (evidence off); only the"
-              " leg differs. Postings read: the pruned leg's prefixes over the query terms'"
-              " postings in the snapshot (the exhaustive leg reads them all).",
-              "", f"Machine: {out['label']} (2 shared cores): compare the rows of one run only."]
-    return "\n".join(lines) + "\n"
 
 
 def render(out: dict[str, Any]) -> str:

@@ -4,8 +4,8 @@ A new collection's tables have no statistics until something analyzes them; a bu
 collection by more than a tenth now does (store/_statistics.py). This runs the search statement
 of each mode under EXPLAIN ANALYZE in three states, on bench/scale.py's synthetic chunks, and
 reports the database time and the plan's shape: whether the vector leg reads the HNSW index, how
-many chunk rows a plan reads, and whether the pruned keyword leg (keyword_top) returns the
-exhaustive leg's top-k.
+many chunk rows a plan reads. (The runs in bench/results/statistics_plans also checked the pruned
+keyword leg, keyword_top, against the exhaustive one; that leg was removed since, docs/retrieval.md.)
 
     "no statistics":    every table of the collection cleared, as newly created
     "chunks, postings": only chunks and segment_postings analyzed (autovacuum analyzes each
@@ -46,14 +46,7 @@ MODES: dict[str, tuple[dict[str, Any], Filters]] = {
     "hybrid": ({"mode": "hybrid"}, Filters()),
     "hybrid, cutoff": ({"mode": "hybrid"}, Filters.model_validate({"cutoff": CUTOFF})),
     "keyword, cutoff": ({"mode": "keyword"}, Filters.model_validate({"cutoff": CUTOFF})),
-    "keyword pruned": ({"mode": "keyword", "pruning": True}, Filters()),
-    "keyword pruned, cutoff": ({"mode": "keyword", "pruning": True},
-                               Filters.model_validate({"cutoff": CUTOFF})),
 }
-
-
-# Each pruned keyword leg beside the exhaustive one it must equal (same hits, in order).
-EXACT = {"keyword pruned": "keyword", "keyword pruned, cutoff": "keyword, cutoff"}
 
 
 def clear_statistics(conn: psycopg.Connection, col: pgcite.Collection) -> None:
@@ -100,7 +93,6 @@ def explain(conn: psycopg.Connection, col: pgcite.Collection, text: str, vector:
         "chunks_rows": sum(float(n.get("Actual Rows", 0)) * float(n.get("Actual Loops", 1))
                            for n in nodes if n.get("Relation Name") == "chunks"),
         "ids": [r["id"] for r in rows],
-        "kw_scores": [r["kw_score"] for r in rows],
     }
 
 
@@ -115,15 +107,8 @@ def measure(conn: psycopg.Connection, col: pgcite.Collection, texts: list[str],
     return out
 
 
-def same_scores(a: list[float], b: list[float]) -> bool:
-    """The same top-k up to ties: equal keyword scores rank by rank (to 1e-9 relative; the
-    two legs add a chunk's term weights in different orders)."""
-    return len(a) == len(b) and all(abs(x - y) <= 1e-9 * max(abs(x), abs(y)) for x, y in
-                                    zip(a, b, strict=True))
-
-
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """Per mode: latency, plan shape, searches short of top-k, pruned searches not exact."""
+    """Per mode: latency, plan shape, searches short of top-k."""
     out: dict[str, dict[str, Any]] = {}
     for mode, records in runs.items():
         ms = sorted(r["ms"] for r in records)
@@ -135,9 +120,6 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
             "chunks_rows_p50": statistics.median(r["chunks_rows"] for r in records),
             "short": sum(len(r["ids"]) < TOP_K for r in records),
         }
-        if mode in EXACT:
-            out[mode]["differs"] = sum(not same_scores(r["kw_scores"], e["kw_scores"]) for r, e
-                                       in zip(records, runs[EXACT[mode]], strict=True))
     return out
 
 
@@ -210,12 +192,10 @@ def render(results: dict[str, Any]) -> str:
              f"cutoff {results['cutoff']}; database time from EXPLAIN ANALYZE. 'hnsw' and "
              "'chunks seq scan' count the plans that read the HNSW index / read chunks whole, "
              "'chunks rows' is the median of the rows a plan took from chunks by any path; "
-             f"'short' counts searches with fewer than {k} hits; 'differs' counts pruned "
-             "searches whose keyword scores are not the exhaustive leg's, rank by rank (ties "
-             "may take either chunk).", "",
+             f"'short' counts searches with fewer than {k} hits.", "",
              "| chunks | statistics | mode | p50 ms | p95 ms | hnsw | chunks seq scan |"
-             " chunks rows | short | differs |",
-             "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             " chunks rows | short |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for key, entry in results.items():
         if not key.startswith("plans_"):
             continue
@@ -223,7 +203,7 @@ def render(results: dict[str, Any]) -> str:
             for mode, m in entry[state].items():
                 lines.append(f"| {entry['chunks']:,} | {state} | {mode} | {m['p50_ms']} |"
                              f" {m['p95_ms']} | {m['hnsw_plans']} | {m['chunks_seq_scan_plans']}"
-                             f" | {m['chunks_rows_p50']:,.0f} | {m['short']} | {m.get('differs', '')} |")
+                             f" | {m['chunks_rows_p50']:,.0f} | {m['short']} |")
     lines.append("")
     for key, entry in results.items():
         if key.startswith("plans_"):

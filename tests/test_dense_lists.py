@@ -1,17 +1,20 @@
-"""Dense term frequencies (migration 0010, segment_dense): which of a segment's lists get them
-when their postings are written, and that their bytes are the postings' term frequencies. The
-keyword leg that reads them is checked against the BM25 reference in test_keyword_skipping."""
+"""Dense term frequencies (segment_dense, pgcite/index/_layout.py): which of a segment's lists get
+them, and that their bytes are the postings' term frequencies, whether the segment writer makes
+them or densify() does later. The keyword leg that reads them is checked against the BM25
+reference in test_keyword_skipping."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 from psycopg import sql
 
 import pgcite
-from pgcite.retrieve._sql import DENSE_BLOCK
+from pgcite.index import DENSE_BLOCK, _writer, densify
 
 
 @pytest.fixture
@@ -32,13 +35,18 @@ def segment(client: pgcite.Client) -> Iterator[tuple[psycopg.Connection, sql.Ide
 
 def _write(conn: psycopg.Connection, s: sql.Identifier, segment_id: int,
            lists: dict[str, dict[int, int]]) -> None:
-    """Postings for these lists (chunk_pk -> tf), one row each."""
+    """Postings for these lists (chunk_pk -> tf), one row each, and their lengths in
+    segment_blocks (where densify reads them)."""
     rows = [(segment_id, term, list(p), list(p.values()), [7] * len(p))
             for term, p in lists.items()]
     with conn.cursor() as cur:
         cur.executemany(sql.SQL(
             "INSERT INTO {s}.segment_postings (segment_id, term, chunk_pks, tfs, lengths)"
             " VALUES (%s, %s, %s, %s, %s)").format(s=s), rows)
+        cur.executemany(sql.SQL(
+            "INSERT INTO {s}.segment_blocks (segment_id, term, postings, block_size, max_tfs,"
+            " min_lengths) VALUES (%s, %s, %s, 64, '{{}}', '{{}}')").format(s=s),
+            [(segment_id, term, len(p)) for term, p in lists.items()])
 
 
 def _dense(conn: psycopg.Connection, s: sql.Identifier,
@@ -56,6 +64,7 @@ def _dense(conn: psycopg.Connection, s: sql.Identifier,
 
 def test_lists_dense_enough_get_their_tfs_byte_for_byte(
         segment: tuple[psycopg.Connection, sql.Identifier, int]) -> None:
+    """The writer's thresholds (densify's defaults, the same statement)."""
     conn, s, segment_id = segment
     common = {pk: 1 + pk % 5 for pk in range(3990, 9990, 2)}  # 3,000 postings, 1/2 of 2 blocks
     sparse = {pk: 1 for pk in range(0, 1200 * 500, 500)}      # 1,200 postings, 1/500
@@ -63,6 +72,8 @@ def test_lists_dense_enough_get_their_tfs_byte_for_byte(
     heavy = {**common, 5000: 256}                             # a tf no byte holds
     _write(conn, s, segment_id, {"common": common, "sparse": sparse, "short": short,
                                  "heavy": heavy})
+    assert _dense(conn, s, segment_id) == {}
+    densify(conn, "pgc_dense_lists", segment_id)
     assert _dense(conn, s, segment_id) == {"common": common}
 
 
@@ -73,8 +84,31 @@ def test_densify_makes_any_list_dense_when_asked_and_keeps_what_it_made(
     _write(conn, s, segment_id, lists)
     assert _dense(conn, s, segment_id) == {}
     for _ in range(2):  # a second call adds nothing
-        conn.execute(sql.SQL("SELECT {s}.densify(%s, 1, %s)").format(s=s),
-                     (segment_id, DENSE_BLOCK))
+        densify(conn, "pgc_dense_lists", segment_id, min_postings=1, ratio=DENSE_BLOCK)
         assert _dense(conn, s, segment_id) == lists
     rows = conn.execute(sql.SQL("SELECT count(*) FROM {s}.segment_dense").format(s=s)).fetchone()
     assert rows == (4,)  # blocks 0, 1 and 2 of "a", block 0 of "b"
+
+
+def test_the_writer_makes_the_dense_rows_of_the_segments_it_writes(
+        client: pgcite.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every list dense enough (thresholds lowered), an ingest's segment gets the dense
+    rows of all its lists, byte for byte its postings' term frequencies."""
+    monkeypatch.setattr(_writer, "DENSE_MIN_POSTINGS", 1)
+    monkeypatch.setattr(_writer, "DENSE_RATIO", DENSE_BLOCK)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": " ".join(
+        ["harbour"] * (1 + i % 3) + ["lantern", "copper"][: i % 3])}) + "\n" for i in range(9)))
+    col = client.create_collection("dense_writer")
+    try:
+        col.ingest([path])
+        s = col.info.schema_id
+        with client.connection() as conn:
+            (segment_id,) = conn.execute(sql.SQL("SELECT segment_id FROM {s}.segments").format(
+                s=s)).fetchone() or (None,)
+            postings = {term: dict(zip(pks, tfs, strict=True)) for term, pks, tfs in
+                        conn.execute(sql.SQL("SELECT term, chunk_pks, tfs FROM"
+                                             " {s}.segment_postings").format(s=s))}
+            assert postings and _dense(conn, s, int(segment_id)) == postings
+    finally:
+        client.drop_collection("dense_writer")

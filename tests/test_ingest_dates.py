@@ -86,7 +86,7 @@ def test_cutoff_search_over_every_format(client: pgcite.Client, tmp_path: Path) 
         every = col.search("navy ships tar fire", mode="keyword", top_k=20).hits
         assert len({h.document_id for h in every}) == 7
         hits = col.search("navy ships tar fire", mode="keyword", top_k=20,
-                          cutoff="1666-09-30").hits
+                          filters={"cutoff": "1666-09-30"}).hits
         by_doc = {h.document_id: (h.date_start, h.date_end) for h in hits}
         assert by_doc == {
             "letter-md": (D(1666, 9, 2), D(1666, 9, 2)),  # front matter
@@ -95,7 +95,7 @@ def test_cutoff_search_over_every_format(client: pgcite.Client, tmp_path: Path) 
             "1666-08-letter-md": (D(1666, 8, 1), D(1666, 8, 31)),  # file name, a month
         }
         october = col.search("navy ships tar fire", mode="keyword", top_k=20,
-                             cutoff="1666-10-31").hits
+                             filters={"cutoff": "1666-10-31"}).hits
         assert {h.document_id for h in october} == set(by_doc) | {"note-txt"}  # sidecar
         note = next(h for h in october if h.document_id == "note-txt")
         assert (note.author, note.corpus, note.metadata["shelfmark"]) == ("Samuel Pepys", "B",
@@ -329,11 +329,12 @@ def test_mapping_that_matches_no_record_is_an_error(tmp_path: Path) -> None:
 def test_cutoff_search_and_answer_count_undated_passages(diary: pgcite.Collection) -> None:
     """The fixture's editorial note (corpus C) has no date: a cutoff query says it left it out."""
     assert diary.search("diary shorthand note", mode="keyword").undated_excluded is None
-    result = diary.search("diary shorthand note", mode="keyword", cutoff="1700-01-01")
+    result = diary.search("diary shorthand note", mode="keyword", filters={"cutoff": "1700-01-01"})
     assert result.undated_excluded == 1
     assert all(h.date_end is not None for h in result.hits)
-    assert diary.search("diary", mode="keyword", cutoff="1700-01-01",
-                        corpora=["A", "B"]).undated_excluded == 0  # other filters hold too
+    # other filters hold too
+    assert diary.search("diary", mode="keyword", filters={
+        "cutoff": "1700-01-01", "corpora": ["A", "B"]}).undated_excluded == 0
     answer = diary.answer("What is the note on the shorthand?", cutoff="1700-01-01")
     assert answer.undated_excluded == 1
 

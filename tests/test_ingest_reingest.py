@@ -111,7 +111,7 @@ def test_reingest_keeps_a_date_given_by_flag(client: pgcite.Client, tmp_path: Pa
         assert col.ingest([path], overrides=Overrides(date="1666-09")).activated
         report = col.ingest([path])
         assert report.snapshot_id is None and report.undated == 0
-        (hit,) = col.search("harbour", mode="keyword", cutoff="1666-09-30").hits
+        (hit,) = col.search("harbour", mode="keyword", filters={"cutoff": "1666-09-30"}).hits
         assert hit.date_end is not None and hit.date_end.isoformat() == "1666-09-30"
     finally:
         client.drop_collection("reingest_date")

@@ -69,9 +69,9 @@ def test_langchain_filters_are_hard(diary: pgcite.Collection) -> None:
     retriever = PgciteRetriever(collection=diary, top_k=20, cutoff="1663-12-31", corpora=["A"],
                                 metadata_filters=[MetadataPredicate(key="place", value="London")])
     docs = retriever.invoke("the great fire in the City")
-    expected = diary.search("the great fire in the City", top_k=20, cutoff=cutoff,
-                            corpora=["A"], metadata=[MetadataPredicate(key="place",
-                                                                       value="London")]).hits
+    expected = diary.search("the great fire in the City", top_k=20, filters={
+        "cutoff": cutoff, "corpora": ["A"],
+        "metadata": [MetadataPredicate(key="place", value="London")]}).hits
     assert [d.id for d in docs] == [h.id for h in expected] and docs
     assert all(dt.date.fromisoformat(d.metadata["date_end"]) <= cutoff for d in docs)
     assert all(d.metadata["corpus"] == "A" for d in docs)
@@ -119,7 +119,7 @@ def test_llamaindex_cutoff_is_hard(diary: pgcite.Collection) -> None:
 
     cutoff = dt.date(1663, 12, 31)
     nodes = PgciteRetriever(diary, top_k=20, cutoff="1663-12-31").retrieve("the great fire")
-    expected = diary.search("the great fire", top_k=20, cutoff=cutoff).hits
+    expected = diary.search("the great fire", top_k=20, filters={"cutoff": cutoff}).hits
     assert [n.node.node_id for n in nodes] == [h.id for h in expected] and nodes
     assert all(dt.date.fromisoformat(n.node.metadata["date_end"]) <= cutoff for n in nodes)
 

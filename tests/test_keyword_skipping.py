@@ -1,4 +1,4 @@
-"""The exact keyword leg's long-list skipping (retrieve/_sql.py, _SKIPPING) returns exactly the
+"""The exact keyword leg's long-list skipping (pgcite/index/_query.py) returns exactly the
 exhaustive top-k: randomized corpora grown in several segments with deleted chunks, filtered and
 not, under several plan shapes, against the BM25 reference of tests/test_segments.py. The lists
 here are short, so the test lowers the long-list size (every common word's list is long) and
@@ -8,8 +8,10 @@ that both ways were really taken."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -17,11 +19,106 @@ import pytest
 from psycopg import sql
 
 import pgcite
-from pgcite.retrieve import _sql
-from pgcite.retrieve._filters import Filters
+from pgcite.index import DENSE_BLOCK, KeywordLeg, densify, with_ctes
+from pgcite.index import _query as _sql
+from pgcite.retrieve._filters import Filters, MetadataPredicate, compile_filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
-from tests.test_pruning import FILTERS, _assert_exact_top, _grow, _passing, planner_regimes
-from tests.test_segments import _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
+from tests.test_segments import _doc, _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
+
+FILTERS: list[Filters] = [
+    Filters(),
+    Filters(cutoff=dt.date(1605, 12, 31)),  # selective: a few documents
+    Filters(corpora=["south"]),
+    Filters(metadata=[MetadataPredicate(key="shelf", value="a")]),
+    Filters(cutoff=dt.date(1640, 12, 31), corpora=["north"]),
+]
+
+
+def _grow(client: pgcite.Client, name: str, seed: int, tmp: Path) -> pgcite.Collection:
+    """Three ingest batches (three segments), a re-ingest and a removal (deleted chunks)."""
+    rng = random.Random(seed)
+    col = client.create_collection(name)
+    n = rng.randint(40, 70)
+    cuts = sorted(rng.sample(range(1, n), 2))
+    for part, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, n], strict=True)):
+        docs = [_doc(rng, f"d{i}", 1600 + i) for i in range(lo, hi)]
+        col.ingest([_write(tmp / f"{name}-{part}.jsonl", docs)])
+    changed = [_doc(rng, f"d{i}", 1600 + i) for i in rng.sample(range(n), 5)]
+    col.ingest([_write(tmp / f"{name}-changed.jsonl", changed)])
+    col.delete_documents([f"d{i}" for i in rng.sample(range(n), 3)])
+    return col
+
+
+def _passing(conn: psycopg.Connection, col: pgcite.Collection, snapshot_id: int,
+             filters: Filters) -> set[str]:
+    compiled = compile_filters(filters, {"shelf": ["string"]}, col.info.schema_id)
+    rows = conn.execute(sql.SQL(
+        "SELECT c.id FROM {s}.chunks c JOIN {s}.snapshot_members m USING (version_pk)"
+        " WHERE m.snapshot_id = %(sid)s AND {f}").format(s=col.info.schema_id, f=compiled.sql()),
+        {**compiled.params, "sid": snapshot_id}).fetchall()
+    return {r[0] for r in rows}
+
+
+def _assert_exact_top(got: dict[str, float], want: dict[str, float], k: int) -> None:
+    """The top k of ``want`` (ties at the cut may go either way): same size, same scores to
+    1e-6, nothing scored above the last returned one left out."""
+    assert len(got) == min(k, len(want))
+    for cid, score in got.items():
+        assert score == pytest.approx(want[cid], rel=1e-6, abs=1e-6), cid
+    if got:
+        floor = min(got.values())
+        assert not [c for c, s in want.items() if c not in got and s > floor + 1e-6]
+
+
+# The keyword leg may be planned any way statistics and settings allow; its result may not depend
+# on that (the pruned leg, removed since, once read a threshold in the order of a semi-join's
+# output and gave fewer than k hits once the tables were analyzed). As the ingest leaves the
+# tables, with every statistic cleared (a new collection before any analyze), analyzed, then
+# analyzed with one plan shape after another taken away, so joins and scans come out in other
+# orders.
+PLANNER: list[tuple[str, dict[str, str]]] = [
+    ("as ingested", {}),
+    ("no statistics", {}),
+    ("analyzed", {}),
+    ("no nested loops", {"enable_nestloop": "off"}),
+    ("merge joins", {"enable_nestloop": "off", "enable_hashjoin": "off"}),
+    ("no hash joins", {"enable_hashjoin": "off"}),
+    ("no seq scans", {"enable_seqscan": "off"}),
+    ("no index scans", {"enable_indexscan": "off"}),
+    ("no bitmap scans", {"enable_bitmapscan": "off"}),
+]
+
+
+def _set_statistics(conn: psycopg.Connection, col: pgcite.Collection, *, analyzed: bool) -> None:
+    """ANALYZE every table of the collection, or clear their statistics as if newly created."""
+    tables = [r[0] for r in conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s", (col.info.schema_name,))]
+    for table in tables:
+        if analyzed:
+            conn.execute(sql.SQL("ANALYZE {s}.{t}").format(s=col.info.schema_id,
+                                                           t=sql.Identifier(table)))
+            continue
+        conn.execute("SELECT pg_clear_relation_stats(%s, %s)", (col.info.schema_name, table))
+        conn.execute("SELECT pg_clear_attribute_stats(%s, %s, a.attname, false)"
+                     " FROM pg_attribute a WHERE a.attrelid = %s::regclass AND a.attnum > 0"
+                     " AND NOT a.attisdropped",
+                     (col.info.schema_name, table, f"{col.info.schema_name}.{table}"))
+
+
+def planner_regimes(client: pgcite.Client,
+                    col: pgcite.Collection) -> Iterator[tuple[str, psycopg.Connection]]:
+    """Each PLANNER regime in turn, with a connection planning under it: the statistics as the
+    regime says (they stay so for the regimes after it), its settings on a new connection."""
+    for regime, settings in PLANNER:
+        if regime in ("no statistics", "analyzed"):
+            with client.db.connect(autocommit=True) as conn:
+                _set_statistics(conn, col, analyzed=regime == "analyzed")
+        with client.db.connect(autocommit=True) as conn:
+            for name, value in settings.items():
+                conn.execute(sql.SQL("SET {} = {}").format(sql.Identifier(name),
+                                                           sql.Literal(value)))
+            yield regime, conn
+
 
 # (long-list size, completion cost, best-first head) for each way of completing the
 # candidates; "dense" probes too, after every other segment's lists were made dense (migration
@@ -37,7 +134,7 @@ def _keyword_leg(conn: psycopg.Connection, col: pgcite.Collection, query: str, t
     returns) through the search statement: id -> keyword score."""
     statement, params = prepare_search(col.info, col.active_snapshot(), query, filters=filters,
                                        options=SearchOptions(mode="keyword", top_k=top_k),
-                                       query_vector=None, explain=True, evidence=False)
+                                       query_vector=None, explain=True)
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         rows = cur.execute(statement, params).fetchall()
     return {r["id"]: float(r["kw_score"]) for r in rows}
@@ -48,9 +145,8 @@ def _path(conn: psycopg.Connection, col: pgcite.Collection, query: str, k: int) 
     "probe" or "dense" (its long lists skipped, the candidates completed from their tsvectors,
     or by probing the long lists: their postings only, or dense rows too)."""
     options = SearchOptions(mode="keyword", top_k=k)
-    leg = _sql.keyword_leg(schema=col.info.schema_id, ts_config=col.info.ts_config,
-                           join=None, fetch=options.fetch, term_depth=None,
-                           pruning=False)
+    leg = with_ctes(KeywordLeg(schema=col.info.schema_id, ts_config=col.info.ts_config,
+                               fetch=options.fetch).ctes())
     row = conn.execute(sql.SQL(
         "WITH {} SELECT skip, CASE WHEN skip THEN (SELECT tsv FROM kw_lookup) END,"
         " EXISTS (SELECT 1 FROM kw_dense) FROM kw_skip").format(leg), {
@@ -63,13 +159,12 @@ def _path(conn: psycopg.Connection, col: pgcite.Collection, query: str, k: int) 
 
 def _densify_every_other_segment(conn: psycopg.Connection, col: pgcite.Collection) -> None:
     """Every list of every other segment of the active snapshot made dense, however short."""
-    s = col.info.schema_id
     segments = [r[0] for r in conn.execute(sql.SQL(
         "SELECT segment_id FROM {s}.snapshot_segments WHERE snapshot_id = %s"
-        " ORDER BY segment_id").format(s=s), (col.active_snapshot().snapshot_id,))]
+        " ORDER BY segment_id").format(s=col.info.schema_id),
+        (col.active_snapshot().snapshot_id,))]
     for segment_id in segments[::2]:
-        conn.execute(sql.SQL("SELECT {s}.densify(%s, 1, %s)").format(s=s),
-                     (segment_id, _sql.DENSE_BLOCK))
+        densify(conn, col.info.schema_name, segment_id, min_postings=1, ratio=DENSE_BLOCK)
 
 
 def _cases(client: pgcite.Client, col: pgcite.Collection,
@@ -158,3 +253,27 @@ def test_chunks_only_long_lists_hold_still_rank_when_their_bounds_reach_theta(
         assert all(cid.startswith("long") for cid in top), leg
     finally:
         client.drop_collection("skipping_bounds")
+
+
+def test_block_bounds_cover_every_posting(client: pgcite.Client, tmp_path: Path) -> None:
+    """Each block's (max tf, min length) is taken over exactly its postings: the writer makes
+    them for every list a segment writes (merges too)."""
+    col = _grow(client, "skipping_blocks", 41, tmp_path)
+    try:
+        col.optimize(full=True)  # a merge writes new postings and their bounds
+        with client.connection() as conn:
+            bad = conn.execute(sql.SQL(
+                "SELECT count(*) FROM {s}.segment_postings p"
+                " LEFT JOIN {s}.segment_blocks b USING (segment_id, term)"
+                " WHERE b.term IS NULL OR b.postings <> cardinality(p.chunk_pks)"
+                " OR b.max_tfs <> ARRAY(SELECT max(tf) FROM unnest(p.tfs) WITH ORDINALITY"
+                "     AS u(tf, o) GROUP BY (o - 1) / b.block_size ORDER BY (o - 1) / b.block_size)"
+                " OR b.min_lengths <> ARRAY(SELECT min(len) FROM unnest(p.lengths)"
+                "     WITH ORDINALITY AS u(len, o) GROUP BY (o - 1) / b.block_size"
+                "     ORDER BY (o - 1) / b.block_size)").format(s=col.info.schema_id)).fetchone()
+            assert bad == (0,)
+            blocks = conn.execute(sql.SQL("SELECT count(*) FROM {s}.segment_blocks").format(
+                s=col.info.schema_id)).fetchone()
+            assert blocks is not None and blocks[0] > 0
+    finally:
+        client.drop_collection("skipping_blocks")

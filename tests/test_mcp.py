@@ -75,7 +75,8 @@ def test_search_with_a_cutoff_returns_nothing_later(
             "collection": diary.name, "query": "the great fire in the City", "top_k": 20,
             "cutoff": "1665-12-31"}))
     out = _session(client, None, body)
-    expected = diary.search("the great fire in the City", top_k=20, cutoff="1665-12-31")
+    expected = diary.search("the great fire in the City", top_k=20,
+                            filters={"cutoff": "1665-12-31"})
     assert [p["citation_id"] for p in out["passages"]] == [h.id for h in expected.hits]
     assert out["passages"]
     assert all(p["date_end"] is not None and p["date_end"] <= "1665-12-31"
@@ -174,7 +175,7 @@ def test_pgcite_mcp_serves_over_stdio(client: pgcite.Client, diary: pgcite.Colle
     result = asyncio.run(main())
     assert not result.is_error, result.content
     ids = [p["citation_id"] for p in result.structured_content["passages"]]
-    assert ids == [h.id for h in diary.search("plague", cutoff="1665-12-31").hits]
+    assert ids == [h.id for h in diary.search("plague", filters={"cutoff": "1665-12-31"}).hits]
 
 
 def test_an_empty_collection_is_listed_without_a_snapshot(client: pgcite.Client) -> None:

@@ -107,17 +107,15 @@ def test_a_bad_collection_name_is_refused_before_any_model_loads(
         client.create_collection("Not A Name", embedder="no-such-model")
 
 
-def test_the_old_search_keywords_warn_and_still_work(diary: pgcite.Collection) -> None:
-    new = diary.search("fire", top_k=3, filters={"cutoff": "1666-09-10"},
-                       options=pgcite.SearchOptions(fusion="rrf", rrf_k=30))
-    with pytest.warns(DeprecationWarning, match=r"cutoff=.*fusion=.*rrf_k="):
-        old = diary.search("fire", top_k=3, cutoff="1666-09-10", fusion="rrf", rrf_k=30)
-    assert [h.id for h in old.hits] == [h.id for h in new.hits]
+def test_the_old_search_keywords_are_gone(diary: pgcite.Collection) -> None:
+    """cutoff=, fusion= ... went a release after filters= and options= came (with a warning
+    meanwhile); a misspelt or removed keyword is a TypeError, as any unknown argument is."""
+    for old in ({"cutoff": "1666-09-10"}, {"fusion": "rrf"}, {"fusoin": "rrf"}):
+        with pytest.raises(TypeError, match=next(iter(old))):
+            diary.search("fire", top_k=3, **old)  # type: ignore[arg-type]
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the new spelling warns about nothing
-        diary.search("fire", top_k=1, options={"ef_search": 50})
-    with pytest.raises(TypeError, match="fusoin"):
-        diary.search("fire", fusoin="rrf")
+        warnings.simplefilter("error")  # the spelling that stays warns about nothing
+        diary.search("fire", top_k=1, filters={"cutoff": "1666-09-10"}, options={"ef_search": 50})
 
 
 def test_search_options_are_validated(diary: pgcite.Collection) -> None:

@@ -2,7 +2,8 @@
 statistics carried over) scores every chunk as a full rebuild over the same chunks does, checked
 three ways: an exhaustive BM25 in Python, the per-snapshot postings builder pgcite used before
 segments (kept here as the reference), and bm25s. Merging (optimize) and gc change no score,
-filters never empty the keyword leg, and migration 0004 keeps old snapshots searchable."""
+filters never empty the keyword leg, and an upgrade from before segments (0004) keeps old
+snapshots searchable."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import math
 import random
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +21,12 @@ import pytest
 from psycopg import sql
 
 import pgcite
-from pgcite.store._migrations import migrate_collections
-from pgcite.store._segments import (
-    BM25_B,
-    BM25_K1,
-    MERGE_FACTOR,
-    SegmentInfo,
-    optimize,
-    plan_merges,
-    snapshot_segments,
-)
+from pgcite.index import K1 as BM25_K1
+from pgcite.index import MERGE_FACTOR, SegmentInfo, _merge, merge_after_build, plan_merges
+from pgcite.index import B as BM25_B
+from pgcite.index import optimize as optimize_index
+from pgcite.index import snapshot_segments as index_segments
+from pgcite.store._migrations import latest_version
 
 # A small Zipf-ish vocabulary of words the English analyser keeps as distinct lexemes.
 WORDS = ["harbour", "lantern", "copper", "meadow", "quarrel", "sermon", "ledger", "tavern", "orchard", "cathedral", "frigate", "parliament", "bishop", "plague", "musket", "gunpowder", "carriage", "merchant", "voyage", "tailor", "chimney", "candle", "pewter", "barley", "turnip", "herring", "oyster", "vineyard", "bargain", "pamphlet", "scaffold"]
@@ -49,6 +47,14 @@ def _write(path: Path, docs: list[dict[str, Any]]) -> Path:
 
 def _queries(rng: random.Random, n: int) -> list[str]:
     return [" ".join(rng.sample(WORDS, rng.randint(1, 4))) for _ in range(n)]
+
+
+def snapshot_segments(conn: psycopg.Connection, info: Any, snapshot_id: int) -> list[SegmentInfo]:
+    return index_segments(conn, info.schema_name, snapshot_id)
+
+
+def optimize(conn: psycopg.Connection, info: Any, snapshot_id: int, *, full: bool = False) -> Any:
+    return optimize_index(conn, info.name, info.schema_name, snapshot_id, full=full)
 
 
 # --- references --------------------------------------------------------------------------------
@@ -381,14 +387,51 @@ def test_tiered_policy_bounds_the_segment_count() -> None:
     assert plan_merges(mixed[:1], full=True) == []
 
 
-def test_many_ingests_then_optimize_stay_bounded(
+def _ingest_batches(col: pgcite.Collection, tmp_path: Path, rng: random.Random,
+                    batches: int) -> list[pgcite.IngestReport]:
+    return [col.ingest([_write(tmp_path / f"{batch}.jsonl",
+                               [_doc(rng, f"m{batch}-{i}", 1650) for i in range(2)])])
+            for batch in range(batches)]
+
+
+def _assert_exhaustive(client: pgcite.Client, col: pgcite.Collection, queries: list[str]) -> None:
+    sid = col.active_snapshot().snapshot_id
+    with client.connection() as conn:
+        chunks = _live_chunks(conn, col, sid)
+        for query in queries:
+            _assert_same_top(_search_scores(col, query, sid),
+                             exhaustive_bm25(chunks, _lexemes(conn, col, query)))
+
+
+def test_merges_after_builds_keep_the_segments_few(
         client: pgcite.Client, tmp_path: Path) -> None:
+    """Small ingests, one segment each: the tiered merges after each build keep the active
+    snapshot under MERGE_FACTOR segments (a tier's tenth segment merges it), each ingest's
+    report says what they did, and every score stays the exhaustive reference's."""
     rng = random.Random(11)
+    col = client.create_collection("segments_merged")
+    try:
+        reports = _ingest_batches(col, tmp_path, rng, 2 * MERGE_FACTOR + 1)
+        merged = [r.merged for r in reports]
+        assert all(m is not None and m.stopped is None for m in merged)
+        assert sum(m.merges for m in merged if m) == 2
+        assert [m.merges for m in merged if m][MERGE_FACTOR - 1] == 1  # the tenth segment
+        with client.connection() as conn:
+            sid = col.active_snapshot().snapshot_id
+            assert len(snapshot_segments(conn, col.info, sid)) == 3  # two merged, one new
+        _assert_exhaustive(client, col, _queries(rng, 8))
+    finally:
+        client.drop_collection("segments_merged")
+
+
+def test_without_merges_segments_pile_up_until_optimize(
+        client: pgcite.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client.settings, "merge_budget_s", 0.0)
+    rng = random.Random(12)
     col = client.create_collection("segments_many")
     try:
-        for batch in range(MERGE_FACTOR + 1):
-            col.ingest([_write(tmp_path / f"{batch}.jsonl",
-                               [_doc(rng, f"m{batch}-{i}", 1650) for i in range(2)])])
+        reports = _ingest_batches(col, tmp_path, rng, MERGE_FACTOR + 1)
+        assert all(r.merged is not None and r.merged.merges == 0 for r in reports)
         active = col.active_snapshot().snapshot_id
         queries = _queries(rng, 6)
         before = [_search_scores(col, q, active) for q in queries]
@@ -402,24 +445,53 @@ def test_many_ingests_then_optimize_stay_bounded(
         client.drop_collection("segments_many")
 
 
-# --- migration 0004 ----------------------------------------------------------------------------
+def test_merges_keep_to_their_budget_and_to_one_process(
+        client: pgcite.Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge larger than the budget allows is left for optimize (and said so); while
+    another process holds the collection's merge lock none runs; a merge under way (not yet
+    committed) blocks no search, which reads the segments it started with."""
+    monkeypatch.setattr(client.settings, "merge_budget_s", 0.0)
+    rng = random.Random(13)
+    col = client.create_collection("segments_budget")
+    try:
+        _ingest_batches(col, tmp_path, rng, MERGE_FACTOR)
+        sid = col.active_snapshot().snapshot_id
+        schema = col.info.schema_name
+        monkeypatch.setattr(_merge, "MERGE_CHUNKS_PER_S", 1)  # 5 s allow 5 chunks: too few
+        report = merge_after_build(client.db.transaction, schema, sid, budget_s=5.0)
+        assert (report.merges, report.stopped) == (0, "the next merge is larger than the budget"
+                                                      " allows (pgcite collection optimize)")
+        monkeypatch.setattr(_merge, "MERGE_CHUNKS_PER_S", 10_000)
+        with client.db.transaction() as holder:
+            assert _merge.lock_merges(holder, schema, wait=False)
+            report = merge_after_build(client.db.transaction, schema, sid, budget_s=5.0)
+            assert report.stopped == "another process is merging this collection"
+            query = _queries(rng, 1)[0]
+            before = _search_scores(col, query, sid)
+            group = plan_merges(index_segments(holder, schema, sid))[0]
+            _merge.merge(holder, schema, sid, group)
+            with ThreadPoolExecutor(1) as pool:  # uncommitted: another connection's search
+                assert pool.submit(_search_scores, col, query, sid).result(timeout=60) == before
+        with client.connection() as conn:
+            assert len(snapshot_segments(conn, col.info, sid)) == 1
+        assert _search_scores(col, query, sid) == pytest.approx(before, rel=1e-9)
+    finally:
+        client.drop_collection("segments_budget")
+
+
+# --- the upgrade from before segments (0004) -----------------------------------------------
 
 _DOWNGRADE = """
+ALTER TABLE {s}.snapshots DROP COLUMN base_id, DROP COLUMN delta_sha256;  -- 0013
 DROP TABLE {s}.segment_dense;  -- 0010
-DROP FUNCTION {s}.segment_dense_fill() CASCADE;
-DROP FUNCTION {s}.densify(integer, integer, integer);
 DROP TABLE {s}.staged;  -- 0008
-DROP FUNCTION {s}.keyword_top(integer, text[], integer, integer, text, integer);  -- 0007, 0009
-DROP TABLE {s}.segment_blocks;
-DROP FUNCTION {s}.segment_blocks_fill() CASCADE;
+DROP TABLE {s}.segment_blocks;  -- 0007
 CREATE TABLE {s}.snapshot_members_t AS SELECT snapshot_id, version_pk FROM {s}.snapshot_members;
 DROP VIEW {s}.snapshot_members;  -- 0006
 ALTER TABLE {s}.snapshot_members_t RENAME TO snapshot_members;
 ALTER TABLE {s}.snapshot_members ADD PRIMARY KEY (snapshot_id, version_pk),
     ADD FOREIGN KEY (snapshot_id) REFERENCES {s}.snapshots ON DELETE CASCADE;
 CREATE INDEX ON {s}.snapshot_members (version_pk);
-DROP FUNCTION {s}.finish_snapshot(integer);
-DROP FUNCTION {s}.index_segment(integer, float8, float8);
 DROP TABLE {s}.snapshot_deleted_df, {s}.snapshot_segments, {s}.segment_postings,
            {s}.segment_versions, {s}.segments;
 DROP TABLE {s}.chunk_entities, {s}.entity_runs, {s}.entity_aliases;  -- 0005, after it
@@ -452,10 +524,13 @@ def test_migration_keeps_old_snapshots_searchable(
                 conn.execute(sql.SQL(_OLD_POSTINGS_SQL).format(  # type: ignore[arg-type]
                     s=s, target=sql.SQL("{}.postings").format(s)),
                     {"sid": sid, "k1": BM25_K1, "b": BM25_B})
-            conn.execute("DELETE FROM pgcite.schema_migrations WHERE component = %s"
-                         " AND version >= 4", (f"collection:{col.name}",))
-        with client.db.transaction() as conn:
-            migrate_collections(conn)
+            conn.execute("DELETE FROM pgcite.schema_migrations WHERE component = %s",
+                         (f"collection:{col.name}",))
+            for version in (1, 2, 3):
+                conn.execute("INSERT INTO pgcite.schema_migrations (component, version, name)"
+                             " VALUES (%s, %s, 'before segments')", (f"collection:{col.name}", version))
+        steps = client.upgrade_collections([col.name])
+        assert [s.version for s in steps] == list(range(4, latest_version() + 1))
         with client.connection() as conn:
             assert [len(snapshot_segments(conn, col.info, sid)) for sid in ids] == [1, 1]
             assert conn.execute("SELECT to_regclass(%s)", (f"{col.info.schema_name}.postings",)

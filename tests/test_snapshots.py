@@ -351,7 +351,7 @@ def test_vectors_of_another_dimension_are_refused(fresh: pgcite.Collection) -> N
 
     from pgcite._types import ChunkDraft
     from pgcite.embed._base import EmbedderSpec
-    from pgcite.store._snapshots import build_snapshot, insert_version
+    from pgcite.store._snapshots import build_snapshot, insert_version, plan_snapshot
 
     chunk = ChunkDraft(id="x-a", document_id="x", ordinal=0, body="odd", title=None, locator=None,
                        date_start=None, date_end=None, author=None, corpus=None, source="t",
@@ -363,7 +363,8 @@ def test_vectors_of_another_dimension_are_refused(fresh: pgcite.Collection) -> N
                                 source="t", chunks=[chunk],
                                 vectors=np.ones((1, dim), dtype=np.float32), spec=spec,
                                 corpus_version=None)
-            build_snapshot(conn, fresh.info, [pk], spec=spec)
+            plan = plan_snapshot(conn, fresh.info, [pk], spec=spec, content_id=None)
+            build_snapshot(conn, fresh.info, plan, spec=spec)
 
     # the model's partial HNSW index (embedding::vector(384)) refuses them on insert …
     with pytest.raises(psycopg.errors.DataException, match="expected 384 dimensions, not 8"):

@@ -259,7 +259,8 @@ def test_hyde_with_an_endpoint_that_never_answers(with_models: Any,
 def test_decompose_fuses_each_concept_within_the_filters(with_models: Any) -> None:
     col = with_models(llm=FakeChat(LLMError("down")))
     result = col.search("What is the difference between the plague and the fire?", top_k=10,
-                        cutoff="1665-12-31", stages={"route": False, "decompose": True})
+                        stages={"route": False, "decompose": True},
+                        filters={"cutoff": "1665-12-31"})
     assert _events(result) == {"decompose": "fallback"}
     assert "heuristic" in result.stages[0].detail
     assert result.hits and all(h.date_end is not None and h.date_end <= dt.date(1665, 12, 31)
@@ -299,7 +300,8 @@ def test_no_stage_escapes_the_filters(with_models: Any, cutoff: str,
     for question in ("What is the difference between the fire and the theatre?",
                      "How did the diarist feel about plays and wine and his garden at night?",
                      "Macbeth"):
-        result = col.search(question, top_k=10, cutoff=cutoff, corpora=corpora, stages=every)
+        result = col.search(question, top_k=10, stages=every,
+                            filters={"cutoff": cutoff, "corpora": corpora})
         for hit in result.hits:
             assert hit.corpus in corpora
             assert hit.date_end is not None and hit.date_end.isoformat() <= cutoff

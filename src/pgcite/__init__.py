@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
         AccessDenied,
         CollectionExists,
         CollectionNotFound,
+        CollectionOutdated,
         ConfigError,
         DatabaseError,
         EmbedderError,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
     from pgcite.config import Settings
     from pgcite.embed import Embedder, EmbedderSpec
+    from pgcite.index import MergeReport, OptimizeReport
     from pgcite.ingest import Document, FieldChange, FieldMapping, IngestReport, Overrides, Unit
     from pgcite.lifecycle import ActivationResult, EvalSummary, GateRefused, Verdict
     from pgcite.llm import ChatModel, LLMConfig
@@ -59,8 +61,8 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite.retrieve._view import SearchView
     from pgcite.store._collections import CollectionInfo, CollectionSettings
     from pgcite.store._documents import DocumentInfo, DocumentsRemoved
+    from pgcite.store._migrations import UpgradeStep
     from pgcite.store._replicas import Replica
-    from pgcite.store._segments import OptimizeReport
     from pgcite.store._snapshots import SnapshotInfo
     from pgcite.store._staged import StagedBuild, StagedSummary
 
@@ -79,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "CollectionExists": "pgcite._errors",
     "CollectionInfo": "pgcite.store._collections",
     "CollectionNotFound": "pgcite._errors",
+    "CollectionOutdated": "pgcite._errors",
     "CollectionSettings": "pgcite.store._collections",
     "ConfigError": "pgcite._errors",
     "connect": "pgcite._client",
@@ -112,9 +115,10 @@ _EXPORTS: dict[str, str] = {
     "LLMConfig": "pgcite.llm",
     "LoadError": "pgcite._errors",
     "MetadataPredicate": "pgcite.retrieve",
+    "MergeReport": "pgcite.index",
     "MissingDependency": "pgcite._errors",
     "Mode": "pgcite._types",
-    "OptimizeReport": "pgcite.store._segments",
+    "OptimizeReport": "pgcite.index",
     "Ordering": "pgcite.retrieve._search",
     "Overrides": "pgcite.ingest",
     "PgciteError": "pgcite._errors",
@@ -141,6 +145,7 @@ _EXPORTS: dict[str, str] = {
     "StageTimeouts": "pgcite.retrieve._pipeline",
     "TraceEvent": "pgcite.answer",
     "Unit": "pgcite.ingest",
+    "UpgradeStep": "pgcite.store._migrations",
     "Verdict": "pgcite.lifecycle",
 }
 
@@ -174,6 +179,7 @@ __all__ = [
     "CollectionExists",
     "CollectionInfo",
     "CollectionNotFound",
+    "CollectionOutdated",
     "CollectionSettings",
     "ConfigError",
     "DatabaseError",
@@ -205,6 +211,7 @@ __all__ = [
     "LLMConfig",
     "LoadError",
     "MetadataPredicate",
+    "MergeReport",
     "MissingDependency",
     "Mode",
     "OptimizeReport",
@@ -234,6 +241,7 @@ __all__ = [
     "TimeBudgetExceeded",
     "TraceEvent",
     "Unit",
+    "UpgradeStep",
     "Verdict",
     "connect",
     "connect_async",

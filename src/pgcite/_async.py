@@ -215,10 +215,9 @@ class AsyncCollection:
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
         snippets: bool = True,
-        **legacy: Any,
     ) -> SearchResult:
         """As :meth:`Collection.search`: the same arguments, the same result."""
-        merged_filters, merged_options = search_arguments(top_k, mode, filters, options, legacy)
+        merged_filters, merged_options = search_arguments(top_k, mode, filters, options)
         view = await self.view(snapshot_id, embedder=merged_options.mode != "keyword")
         return await self._search(view, query, filters=merged_filters, options=merged_options,
                                   stages=stages, query_vector=query_vector, explain=explain,

@@ -5,11 +5,8 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import functools
-import os
-import sys
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,6 +34,7 @@ from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.answer._types import Answer, Generator
 from pgcite.config import Settings
 from pgcite.embed._registry import DEFAULT_EMBEDDER, embedder_for_key, load_embedder
+from pgcite.index import OptimizeReport, optimize
 from pgcite.ingest._loaders import FieldMapping, Overrides
 from pgcite.ingest._pipeline import IngestReport, ingest
 from pgcite.lifecycle import ActivationResult, activate, gate_ingest, rollback
@@ -70,6 +68,7 @@ from pgcite.store._collections import (
 )
 from pgcite.store._database import Database
 from pgcite.store._documents import DocumentInfo, DocumentsRemoved, build_without, list_documents
+from pgcite.store._migrations import UpgradeStep, upgrade_collection
 from pgcite.store._replicas import (
     PRIMARY_SQL,
     REPLAY_SQL,
@@ -79,7 +78,6 @@ from pgcite.store._replicas import (
     ReplicaSet,
     classify,
 )
-from pgcite.store._segments import OptimizeReport, optimize
 from pgcite.store._snapshots import (
     SnapshotInfo,
     active_snapshot,
@@ -87,18 +85,13 @@ from pgcite.store._snapshots import (
     lock_activations,
 )
 from pgcite.store._staged import StagedBuild, StagedSummary, build_staged, staged_summary
-from pgcite.store._statistics import refresh_after_merge, refresh_statistics
+from pgcite.store._statistics import after_build, refresh_after_merge
 
 R = TypeVar("R", SearchResult, Answer)
 # Which snapshots a Collection may read: any ready one, or the active one only (a reader key's)
 SnapshotScope = Literal["any", "active"]
 SNAPSHOT_DENIED = "only an admin key may query a snapshot that is not the active one"
 SNAPSHOT_DENIED_HINT = "leave the snapshot out to query the active one"
-
-# Collection.search's keywords before SearchOptions: each still works for a release, warning
-_LEGACY_FILTERS = ("cutoff", "corpora", "metadata")
-_LEGACY_OPTIONS = ("ordering", "fetch_multiplier", "rrf_k", "weights", "ef_search", "fusion",
-                   "term_depth")
 
 # How long a caller waits for a pooled connection. While PostgreSQL recovers from a crashed
 # backend no connection can be had; psycopg's default 30 s made requests hang past any client
@@ -417,6 +410,24 @@ class Client:
             info = get_collection(conn, name)
         return Collection(self, info)
 
+    def upgrade_collections(
+        self, names: Sequence[str] | None = None, *,
+        on_step: Callable[[str, int, str], None] | None = None,
+    ) -> list[UpgradeStep]:
+        """Bring collections (every one by default) to the schema version this pgcite reads,
+        one step at a time, each in its own transaction (docs/architecture.md, "The
+        database"); ``on_step(collection, version, name)`` is told of each step before it
+        runs. Until then an older
+        collection is refused with a message naming `pgcite collection upgrade`."""
+        if names is None:
+            names = [c.name for c in self.collections()]
+        done: list[UpgradeStep] = []
+        for name in names:
+            with self.connection() as conn:
+                get_collection(conn, name, any_version=True)  # an unknown name says so
+            done += upgrade_collection(self.db.transaction, name, on_step=on_step)
+        return done
+
 
 class Collection:
     """One collection: ingest into it, search it.
@@ -551,8 +562,9 @@ class Collection:
             staged_chunks = staged_summary(conn, info).chunks
             report = build_staged(conn, info, spec=info.embedder, activate=activate and not gated,
                                   corpus_version=corpus_version)
-        with self.client.db.transaction() as conn:  # what the workers wrote is searchable now
-            refresh_statistics(conn, info, chunks_added=staged_chunks)
+        # what the workers wrote is searchable now: statistics, then the merges due
+        report.merged = after_build(self.client.db.transaction, info, report.snapshot_id,
+                                    chunks_added=staged_chunks, settings=self.client.settings)
         if gated and report.snapshot_id is not None:
             report = gate_ingest(self, report)
         self.client.active_pointers().invalidate(self.name)
@@ -585,6 +597,9 @@ class Collection:
             if base is None:
                 raise PgciteError(f"collection {self.name!r} has no active snapshot yet")
             report = build_without(conn, info, base, ids, activate=activate and not gated)
+        report = report.model_copy(update={"merged": after_build(
+            self.client.db.transaction, info, report.snapshot_id, chunks_added=0,
+            settings=self.client.settings)})
         if gated:
             from pgcite.lifecycle import gate_ingest
 
@@ -599,7 +614,7 @@ class Collection:
         kept until gc removes those snapshots."""
         target = self._snapshot(snapshot_id).snapshot_id
         with self.client.db.transaction() as conn:
-            report = optimize(conn, self.info, target, full=full)
+            report = optimize(conn, self.name, self.info.schema_name, target, full=full)
         if report.merges:  # after the commit: what the merge wrote is what the plans read now
             with self.client.db.transaction() as conn:
                 refresh_after_merge(conn, self.info)
@@ -640,7 +655,6 @@ class Collection:
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
         snippets: bool = True,
-        **legacy: Any,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
@@ -653,9 +667,8 @@ class Collection:
         (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
         ``snippets``: give each hit a ``snippet`` around the words that matched, with their
         ``highlights`` (one more statement over the returned hits; docs/retrieval.md).
-        The old keywords (``cutoff=``, ``fusion=`` …) still work, with a DeprecationWarning.
         """
-        merged_filters, merged_options = search_arguments(top_k, mode, filters, options, legacy)
+        merged_filters, merged_options = search_arguments(top_k, mode, filters, options)
         view = self.view(snapshot_id, embedder=merged_options.mode != "keyword")
         result = view.search(query, filters=merged_filters, options=merged_options,
                              stages=stages, query_vector=query_vector, explain=explain)
@@ -846,53 +859,17 @@ def search_arguments(
     mode: Mode | None,
     filters: Filters | Mapping[str, Any] | None,
     options: SearchOptions | Mapping[str, Any] | None,
-    legacy: Mapping[str, Any],
 ) -> tuple[Filters, SearchOptions]:
-    """A search's filters and options from its arguments: ``filters``/``options`` with the
-    old keywords folded in (warned) and the ``top_k``/``mode`` shorthands on top. One place for
-    the sync and the async :meth:`search`."""
-    merged_filters, merged_options = _legacy_search_arguments(filters, options, legacy)
+    """A search's filters and options from its arguments, the ``top_k``/``mode`` shorthands on
+    top of ``options``. One place for the sync and the async :meth:`search`."""
+    merged_filters = merge_filters(dict(filters) if isinstance(filters, Mapping) else filters,
+                                   None, None, None)
+    merged_options = SearchOptions.coerce(options)
     shorthand = {k: v for k, v in (("top_k", top_k), ("mode", mode)) if v is not None}
     if shorthand:
         merged_options = SearchOptions(**{**merged_options.model_dump(exclude_unset=True),
                                           **shorthand})
     return merged_filters, merged_options
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside pgcite (the caller of search()), however
-    many wrappers (a replica read, the async API) lie between: a fixed number pointed a
-    deprecation warning into pgcite itself once a wrapper was added."""
-    package = os.path.dirname(__file__)
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def _legacy_search_arguments(
-    filters: Filters | Mapping[str, Any] | None,
-    options: SearchOptions | Mapping[str, Any] | None,
-    legacy: Mapping[str, Any],
-) -> tuple[Filters, SearchOptions]:
-    """``filters`` and ``options`` with the pre-SearchOptions keywords folded in (warned)."""
-    unknown = set(legacy) - {*_LEGACY_FILTERS, *_LEGACY_OPTIONS}
-    if unknown:
-        raise TypeError(f"search() got unexpected keyword argument(s): {', '.join(sorted(unknown))}")
-    if legacy:
-        warnings.warn(
-            f"search({', '.join(f'{k}=' for k in legacy)}) is deprecated: pass "
-            "filters={'cutoff': ..., 'corpora': ...} and options=SearchOptions(fusion=..., ...); "
-            "the old keywords go in the next release",
-            DeprecationWarning, stacklevel=_caller_level())
-    merged = merge_filters(
-        dict(filters) if isinstance(filters, Mapping) else filters,
-        legacy.get("cutoff"), legacy.get("corpora"), legacy.get("metadata"))
-    base = SearchOptions.coerce(options)
-    knobs = {k: legacy[k] for k in _LEGACY_OPTIONS if legacy.get(k) is not None}
-    if knobs:
-        base = SearchOptions(**{**base.model_dump(exclude_unset=True), **knobs})
-    return merged, base
 
 
 def connect(

@@ -52,6 +52,11 @@ class DatabaseError(PgciteError):
     """The database cannot be reached or lacks what pgcite needs (pgvector)."""
 
 
+class CollectionOutdated(DatabaseError):
+    """A collection's schema is of another version than this pgcite reads (an older one needs
+    ``pgcite collection upgrade``)."""
+
+
 class CollectionNotFound(PgciteError):
     """The named collection does not exist."""
 

@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     # concurrent exports of the same model are safe), not one export per data dir.
     models_dir: Path = Field(default_factory=_default_models_dir,
                              description="derived models (ONNX exports), keyed by weights hash")
+    # The keyword index's merges after each build (pgcite.index._merge: tiered, each in its own
+    # transaction, never blocking a search): at most this many seconds of them, merges larger
+    # than that allows left for `pgcite collection optimize`. 0: none.
+    merge_budget_s: float = Field(
+        default=5.0, ge=0, le=3600,
+        description="seconds of keyword-index merges after each build (0: none)")
     embed_batch_size: int = Field(default=32, ge=1, le=4096)
     # How the packaged MiniLM and ``st:`` folders run: onnx (a graph exported here from the same
     # weights, same vectors to cosine 0.9999, faster: bench/results/embedding), onnx-int8 (that

@@ -1,17 +1,16 @@
-WITH
-kw_terms AS (
+WITH kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{}') AS terms
     FROM unnest(to_tsvector('english'::regconfig, %(ranking_text)s))
 ), kw_stats AS (
-    -- BM25's length norm k1 * (1 - b + b * len / avgdl) as base + slope * len (see _WEIGHT)
+    -- BM25's length norm as base + slope * len (pgcite/index/_bm25.py)
     SELECT n, k1, k1 * (1 - b) AS base, k1 * b / avgdl AS slope
     FROM (SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
                  bm25_k1::float8 AS k1, bm25_b::float8 AS b
           FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s) s
 ), kw_idf AS MATERIALIZED (
-    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query), and the
-    -- factor of its postings' weights, idf * (k1 + 1)
+    -- the idf of each query lexeme the snapshot holds, once per lexeme (inlined, it
+    -- was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query),
+    -- and the factor of its postings' weights
     SELECT q.term, q.idf, q.idf * (q.k1 + 1) AS wt, q.postings
     FROM (SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, st.k1, t.postings
           FROM (SELECT b.term, sum(b.postings) AS postings,
@@ -24,8 +23,8 @@ kw_terms AS (
                 GROUP BY b.term) t CROSS JOIN kw_stats st
           WHERE t.df > 0) q
 ), kw_postings AS MATERIALIZED (
-    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks, p.tfs,
-           p.lengths, EXISTS (SELECT 1 FROM "pgc_diary".segment_dense d
+    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks,
+           p.tfs, p.lengths, EXISTS (SELECT 1 FROM "pgc_diary".segment_dense d
                               WHERE d.segment_id = p.segment_id AND d.term = p.term) AS dense
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
@@ -51,11 +50,10 @@ kw_terms AS (
     SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
            coalesce((score - min(score) OVER ()) / nullif(max(score) OVER () - min(score) OVER (), 0), 1.0) AS norm
     FROM kw_top
-),
-kw_mass AS (
+), kw_mass AS (
     -- all the query's idf mass: a lexeme the snapshot lacks counts with df = 0
     SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf)
-           + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n + 0.5) / 0.5)
+           + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n - 0 + 0.5) / (0 + 0.5))
            AS total
     FROM kw_terms t CROSS JOIN kw_stats st
 ), evidence AS (
@@ -74,8 +72,7 @@ kw_mass AS (
                                  AND d.term = n.lexeme), 0)) AS unknown_names,
            (SELECT cardinality(terms) FROM kw_terms) AS query_terms
     FROM kw_mass m
-),
-vec_near AS (
+), vec_near AS (
     SELECT c.chunk_pk, (embedding::vector(384)) <=> %(query_vector)s::vector(384) AS distance
     FROM "pgc_diary".chunks c
     WHERE c.embed_model = 'minilm@1'
@@ -92,13 +89,13 @@ vec_near AS (
 SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        coalesce(%(w_keyword)s / (%(rrf_k)s + k.rank), 0) + coalesce(%(w_vector)s / (%(rrf_k)s + v.rank), 0) AS fused,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
-       -- over every candidate, before the LIMIT: abstention must not depend on top_k
-       1 - min(v.distance) OVER () AS best_similarity,
-
-       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
-           AS similarity_gap,
-       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage, e.unknown_names, e.query_terms,
+       1 - min(v.distance) OVER () AS "best_similarity",
+       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER () AS "similarity_gap",
+       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS "leg_overlap",
+       e.coverage AS "coverage",
+       e.best_coverage AS "best_coverage",
+       e.unknown_names AS "unknown_names",
+       e.query_terms AS "query_terms",
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

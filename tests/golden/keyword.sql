@@ -1,17 +1,16 @@
-WITH
-kw_terms AS (
+WITH kw_terms AS (
     SELECT coalesce(array_agg(lexeme), '{}') AS terms
     FROM unnest(to_tsvector('english'::regconfig, %(ranking_text)s))
 ), kw_stats AS (
-    -- BM25's length norm k1 * (1 - b + b * len / avgdl) as base + slope * len (see _WEIGHT)
+    -- BM25's length norm as base + slope * len (pgcite/index/_bm25.py)
     SELECT n, k1, k1 * (1 - b) AS base, k1 * b / avgdl AS slope
     FROM (SELECT coalesce(n_chunks, 0)::float8 AS n, coalesce(avg_length, 1) AS avgdl,
                  bm25_k1::float8 AS k1, bm25_b::float8 AS b
           FROM "pgc_diary".snapshots WHERE snapshot_id = %(snapshot_id)s) s
 ), kw_idf AS MATERIALIZED (
-    -- the BM25 idf of each query lexeme the snapshot holds, computed once per lexeme (inlined,
-    -- it was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query), and the
-    -- factor of its postings' weights, idf * (k1 + 1)
+    -- the idf of each query lexeme the snapshot holds, once per lexeme (inlined, it
+    -- was evaluated per posting, in numeric: 15 of 18 ms of a 100k-chunk query),
+    -- and the factor of its postings' weights
     SELECT q.term, q.idf, q.idf * (q.k1 + 1) AS wt, q.postings
     FROM (SELECT t.term, ln(1 + (st.n - t.df + 0.5) / (t.df + 0.5)) AS idf, st.k1, t.postings
           FROM (SELECT b.term, sum(b.postings) AS postings,
@@ -24,8 +23,8 @@ kw_terms AS (
                 GROUP BY b.term) t CROSS JOIN kw_stats st
           WHERE t.df > 0) q
 ), kw_postings AS MATERIALIZED (
-    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks, p.tfs,
-           p.lengths, EXISTS (SELECT 1 FROM "pgc_diary".segment_dense d
+    SELECT ss.segment_id, cardinality(ss.deleted) > 0 AS dead, p.term, p.chunk_pks,
+           p.tfs, p.lengths, EXISTS (SELECT 1 FROM "pgc_diary".segment_dense d
                               WHERE d.segment_id = p.segment_id AND d.term = p.term) AS dense
     FROM "pgc_diary".snapshot_segments ss JOIN "pgc_diary".segment_postings p USING (segment_id)
     CROSS JOIN kw_terms
@@ -35,8 +34,6 @@ kw_terms AS (
     FROM "pgc_diary".snapshot_segments ss, unnest(ss.deleted) AS d(chunk_pk)
     WHERE ss.snapshot_id = %(snapshot_id)s
 ), kw_long AS MATERIALIZED (
-    -- each long list's bound, how many of its postings are sparse (in segments where the list
-    -- has no dense rows), and how many dense rows it has
     SELECT b.term, i.wt, i.postings, i.idf * max(m.bound) AS ub,
            coalesce(sum(b.postings) FILTER (WHERE NOT p.dense), 0) AS sparse,
            sum(r.blocks) AS dense
@@ -75,15 +72,16 @@ kw_terms AS (
     SELECT k.chunk_pk, k.len, k.score FROM kw_short k CROSS JOIN kw_bound bd
     WHERE k.score + bd.rest >= bd.theta * (1 - 1e-9)
 ), kw_dense AS MATERIALIZED (
-    -- the long lists' dense rows, read whole (one hash join with the candidates: looked up
-    -- one candidate at a time through the index, 30k candidates took 34 ms at 1M)
+    -- the long lists' dense rows, read whole (one hash join with the candidates:
+    -- looked up one candidate at a time through the index, 30k candidates took
+    -- 34 ms at 1M)
     SELECT d.segment_id, d.block, d.tfs, l.wt, p.dead
     FROM kw_long l JOIN kw_postings p USING (term)
     JOIN "pgc_diary".segment_dense d ON d.segment_id = p.segment_id AND d.term = p.term
     WHERE p.dense
 ), kw_lookup AS MATERIALIZED (
-    -- complete the candidates from their tsvectors where that costs less than probing the
-    -- long lists for them (their sparse postings and their dense rows, read whole)
+    -- complete the candidates from their tsvectors where that costs less than
+    -- probing the long lists for them (their sparse postings and their dense rows)
     SELECT (SELECT count(*) FROM kw_cand) * 100
            < (SELECT sum(sparse) * 0.3 + sum(dense) * 4 FROM kw_long)
            AS tsv
@@ -95,8 +93,6 @@ kw_terms AS (
     FROM kw_cand k JOIN "pgc_diary".chunks c USING (chunk_pk) CROSS JOIN kw_stats st
     WHERE (SELECT skip FROM kw_skip) AND (SELECT tsv FROM kw_lookup)
     UNION ALL
-    -- a candidate keeps its partial score where no long list holds it, so only the best
-    -- partial scores (kw_head) and the candidates the probes find can reach the top
     SELECT u.chunk_pk, max(u.partial) + sum(u.w) FROM (
         SELECT chunk_pk, score AS partial, 0::float8 AS w FROM kw_head
         UNION ALL
@@ -143,11 +139,10 @@ kw_terms AS (
     SELECT *, row_number() OVER (ORDER BY score DESC, chunk_pk) AS rank,
            coalesce((score - min(score) OVER ()) / nullif(max(score) OVER () - min(score) OVER (), 0), 1.0) AS norm
     FROM kw_top
-),
-kw_mass AS (
+), kw_mass AS (
     -- all the query's idf mass: a lexeme the snapshot lacks counts with df = 0
     SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf)
-           + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n + 0.5) / 0.5)
+           + (cardinality(t.terms) - (SELECT count(*) FROM kw_idf)) * ln(1 + (st.n - 0 + 0.5) / (0 + 0.5))
            AS total
     FROM kw_terms t CROSS JOIN kw_stats st
 ), evidence AS (
@@ -166,17 +161,19 @@ kw_mass AS (
                                  AND d.term = n.lexeme), 0)) AS unknown_names,
            (SELECT cardinality(terms) FROM kw_terms) AS query_terms
     FROM kw_mass m
-),vec AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance, NULL::bigint AS rank, NULL::float8 AS norm WHERE false)
+), vec AS (
+    SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance, NULL::bigint AS rank, NULL::float8 AS norm WHERE false
+)
 SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        (%(w_keyword)s * coalesce(k.norm, 0) + %(w_vector)s * coalesce(v.norm, 0)) / (%(w_keyword)s + %(w_vector)s) AS fused,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
-       -- over every candidate, before the LIMIT: abstention must not depend on top_k
-       1 - min(v.distance) OVER () AS best_similarity,
-
-       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
-           AS similarity_gap,
-       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage, e.unknown_names, e.query_terms,
+       1 - min(v.distance) OVER () AS "best_similarity",
+       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER () AS "similarity_gap",
+       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS "leg_overlap",
+       e.coverage AS "coverage",
+       e.best_coverage AS "best_coverage",
+       e.unknown_names AS "unknown_names",
+       e.query_terms AS "query_terms",
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

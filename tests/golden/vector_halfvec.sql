@@ -1,5 +1,8 @@
-WITH kw AS (SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank, NULL::float8 AS norm WHERE false),evidence AS (SELECT NULL::float8 AS coverage, NULL::float8 AS best_coverage, NULL::bigint AS unknown_names, NULL::integer AS query_terms),
-vec_near AS (
+WITH kw AS (
+    SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank, NULL::float8 AS norm WHERE false
+), evidence AS (
+    SELECT NULL::float8 AS coverage, NULL::float8 AS best_coverage, NULL::bigint AS unknown_names, NULL::integer AS query_terms
+), vec_near AS (
     SELECT c.chunk_pk, (embedding::halfvec(384)) <=> %(query_vector)s::halfvec(384) AS distance
     FROM "pgc_diary".chunks c
     WHERE c.embed_model = 'minilm@1'
@@ -16,13 +19,13 @@ vec_near AS (
 SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,
        (%(w_keyword)s * coalesce(k.norm, 0) + %(w_vector)s * coalesce(v.norm, 0)) / (%(w_keyword)s + %(w_vector)s) AS fused,
        k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,
-       -- over every candidate, before the LIMIT: abstention must not depend on top_k
-       1 - min(v.distance) OVER () AS best_similarity,
-
-       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER ()
-           AS similarity_gap,
-       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS leg_overlap,
-       e.coverage, e.best_coverage, e.unknown_names, e.query_terms,
+       1 - min(v.distance) OVER () AS "best_similarity",
+       max(v.distance) FILTER (WHERE v.rank <= 5) OVER () - min(v.distance) OVER () AS "similarity_gap",
+       count(*) FILTER (WHERE k.rank <= 5 AND v.rank <= 5) OVER () AS "leg_overlap",
+       e.coverage AS "coverage",
+       e.best_coverage AS "best_coverage",
+       e.unknown_names AS "unknown_names",
+       e.query_terms AS "query_terms",
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM kw k FULL OUTER JOIN vec v ON v.chunk_pk = k.chunk_pk

@@ -21,7 +21,6 @@ precision) or scores close to the best (``follow_ratio``), and only if it says s
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from collections import Counter
@@ -35,6 +34,7 @@ from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
+from pgcite.index import idf_value, weight_value
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
 _AR_PREFIXES = ("وبال", "وال", "بال", "كال", "فال", "لل", "ال", "و", "ب", "ل", "ف")
@@ -43,7 +43,6 @@ _AR_STOPWORD_TEXT = """
 تلك كان كانت أن ان أو او لا لم لن قد ثم بين عند كل بعد قبل حتى أي اي
 """
 _AR_STOPWORDS = frozenset(_AR_STOPWORD_TEXT.split())
-K1, B = 1.2, 0.75
 
 
 class PreciseOptions(BaseModel):
@@ -199,12 +198,11 @@ def _bm25(query: list[str], docs: list[tuple[str, ...]]) -> list[float]:
     n = len(docs)
     avg = sum(len(d) for d in docs) / n or 1.0
     df = Counter(t for d in docs for t in set(d))
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in set(query)}
+    idf = {t: idf_value(n, df[t]) for t in set(query)}
     out = []
     for doc in docs:
         tf = Counter(doc)
-        out.append(sum(idf[t] * tf[t] * (K1 + 1) / (tf[t] + K1 * (1 - B + B * len(doc) / avg))
-                       for t in set(query) if tf[t]))
+        out.append(sum(weight_value(idf[t], tf[t], len(doc), avg) for t in set(query) if tf[t]))
     return out
 
 

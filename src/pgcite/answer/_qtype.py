@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-QUESTION_KINDS = ("when", "how many", "who", "where", "which", "what", "why", "how", "other")
 _EN = [
     ("how many", r"how (?:many|much|long|old|far|large|big|tall|often)"
                  r"|(?:what|which) (?:percentage|percent|proportion|number|amount|fraction)"),

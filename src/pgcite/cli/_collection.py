@@ -1,4 +1,4 @@
-"""`pgcite collection create|list|show|set|optimize|drop`."""
+"""`pgcite collection create|list|show|set|optimize|upgrade|drop`."""
 
 from __future__ import annotations
 
@@ -60,6 +60,12 @@ def list_(json_out: bool = JsonOption) -> None:
         table.add_row(info.name, info.ts_config, info.embedder.model_key,
                       info.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table if infos else "no collections yet: pgcite collection create NAME")
+    from pgcite.store._migrations import latest_version
+
+    for info in infos:
+        if info.schema_version != latest_version():
+            console.print(f"{info.name}: schema version {info.schema_version}, this pgcite reads"
+                          f" {latest_version()}: pgcite collection upgrade {info.name}")
 
 
 @app.command()
@@ -106,6 +112,34 @@ def optimize(
 
 
 @app.command()
+def upgrade(
+    names: Annotated[list[str] | None, typer.Argument(
+        help="Collections to upgrade (default: every one).")] = None,
+    json_out: bool = JsonOption,
+) -> None:
+    """Bring collections made by an older pgcite to the schema this one reads, one step at a
+    time, each in its own transaction (docs/architecture.md, "The database"). Run it once after
+    upgrading pgcite: until then such a collection is refused. A step may rewrite a large
+    collection's tables and holds their locks while it runs (searches of that collection wait)."""
+    from pgcite.store._migrations import latest_version
+
+    def told(collection: str, version: int, step: str) -> None:
+        if not json_out:
+            console.print(f"{collection}: step {version} ({step}) …")
+
+    with user_errors(), client() as c:
+        steps = c.upgrade_collections(names or None, on_step=told)
+    if json_out:
+        emit_json([s.model_dump(mode="json") for s in steps])
+        return
+    for step in steps:
+        console.print(f"{step.collection}: step {step.version} ({step.name}) done in"
+                      f" {step.seconds:.1f} s")
+    console.print(f"{len({s.collection for s in steps})} collection(s) upgraded;"
+                  f" every one named is at schema version {latest_version()}")
+
+
+@app.command()
 def drop(
     name: str,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
@@ -113,7 +147,8 @@ def drop(
 ) -> None:
     """Drop a collection and everything in it (asks first)."""
     with user_errors(), client() as c:
-        c.collection(name)  # fails clearly if unknown, before asking
+        if name not in [i.name for i in c.collections()]:  # an outdated one can go too
+            c.collection(name)  # fails clearly if unknown, before asking
         if not yes and not typer.confirm(f"Drop collection {name!r} and all its data?"):
             raise fail("not dropped")
         c.drop_collection(name)

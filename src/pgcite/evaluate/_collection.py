@@ -3,7 +3,6 @@ one per retrieval configuration."""
 
 from __future__ import annotations
 
-import hashlib
 import platform
 import subprocess
 import time
@@ -119,10 +118,6 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def index_usage(view: SearchView, query: str) -> dict[str, object]:

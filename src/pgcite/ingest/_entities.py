@@ -102,8 +102,3 @@ def missing(ts_config: str) -> str | None:
                else f"pip install spacy, then python -m spacy download {PIPELINES[ts_config][0]}")
     return f"no entity pipeline for {ts_config} is installed ({install})"
 
-
-def available_pipelines() -> dict[str, str | None]:
-    """Language -> the installed pipeline package that would read it (None: none installed)."""
-    return {lang: next((p for p in packages if importlib.util.find_spec(p) is not None), None)
-            for lang, packages in PIPELINES.items()}

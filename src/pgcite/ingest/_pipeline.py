@@ -34,6 +34,7 @@ from pgcite._types import ChunkDraft, Contextual, Document
 from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.embed._registry import embedder_for, load_embedder
+from pgcite.index import MergeReport
 from pgcite.ingest import _ocr
 from pgcite.ingest._catalogue import Catalogue
 from pgcite.ingest._chunking import chunk_document
@@ -67,11 +68,11 @@ from pgcite.store._snapshots import (
     insert_version,
     lock_activations,
     lock_versions,
-    member_versions,
+    plan_snapshot,
     record_provenance,
 )
 from pgcite.store._staged import stage_versions
-from pgcite.store._statistics import refresh_statistics
+from pgcite.store._statistics import after_build
 
 CHUNKER_VERSION = "1"
 STAGE_BATCH = 256  # documents per staging transaction: what a killed worker can lose at most
@@ -121,6 +122,7 @@ class IngestReport(BaseModel):
     snapshot_id: int | None = None
     activated: bool = False
     gate: str | None = None  # the activation gate's outcome, when the collection has one
+    merged: MergeReport | None = None  # the keyword index's merges after the build
     seconds: float = 0.0
 
 
@@ -365,20 +367,22 @@ def ingest(
         if activate:
             lock_activations(conn, info)  # build on what is active when this one commits
         current = active_snapshot(conn, info)
-        live = {} if current is None else member_versions(conn, info, current.snapshot_id)
-        members = dict(wanted) if replace else {**live, **wanted}
-        if not members or set(members.values()) == set(live.values()):
+        plan = plan_snapshot(conn, info, wanted.values(), spec=spec, replace_all=replace,
+                             content_id=None if current is None else current.snapshot_id)
+        if (replace and not wanted) or (not replace and not wanted and current is None) \
+                or plan.unchanged:
             report.seconds = round(time.monotonic() - started, 3)
             return report  # nothing would change: no new snapshot
         report.snapshot_id = build_snapshot(
-            conn, info, members.values(), spec=spec, corpus_version=corpus_version,
+            conn, info, plan, spec=spec, corpus_version=corpus_version,
             note=f"ingest of {', '.join(str(p) for p in paths)[:200]}",
         )
         if activate:
             activate_snapshot(conn, info, report.snapshot_id, spec=spec)
             report.activated = True
-    with db.transaction() as conn:  # after the commit: the build's transaction stays short
-        refresh_statistics(conn, info, chunks_added=report.chunks_added)
+    # after the commit: the build's transaction stays short
+    report.merged = after_build(db.transaction, info, report.snapshot_id,
+                                chunks_added=report.chunks_added, settings=settings)
     report.seconds = round(time.monotonic() - started, 3)
     return report
 

@@ -37,6 +37,7 @@ from pgcite.store._snapshots import (
     find_versions,
     insert_version,
     lock_versions,
+    plan_snapshot,
 )
 
 _DRAFT_FIELDS = (
@@ -86,8 +87,10 @@ def reembed(
                           batch_size=settings.embed_batch_size)
     with db.transaction() as conn:
         pks = _store(conn, info, docs, vectors, embedder, report, contextual)
+        plan = plan_snapshot(conn, info, pks, spec=embedder.spec, content_id=None,
+                             replace_all=True)
         report.snapshot_id = build_snapshot(
-            conn, info, pks, spec=embedder.spec, corpus_version=current.corpus_version,
+            conn, info, plan, spec=embedder.spec, corpus_version=current.corpus_version,
             note=f"re-embed of snapshot {current.snapshot_id} with {embedder.spec.model_key}",
         )
     report.seconds = round(time.monotonic() - started, 3)

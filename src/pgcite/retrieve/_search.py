@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 import psycopg
 from psycopg import sql
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from pgcite._errors import ConfigError, PgciteError
 from pgcite._inputs import MAX_QUERY_CHARS, check_text
@@ -20,7 +20,7 @@ from pgcite.retrieve._answerability import names_text, signals_from_row
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._sql import DEFAULT_PRUNING, build_search_sql, inline_filter
+from pgcite.retrieve._sql import build_search_sql
 from pgcite.store._collections import CollectionInfo, CollectionSettings
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -54,9 +54,6 @@ class SearchOptions(BaseModel):
     # None: exact BM25. N: only each term's N highest-weighted postings count -- faster on big
     # collections, approximate (SciFact: p50 3.7 vs 4.7 ms at N=500, nDCG@10 -0.007).
     term_depth: StrictInt | None = Field(default=None, ge=1)
-    # Exact BM25 either way: True scores it by dynamic pruning over the postings' block bounds
-    # (reads fewer postings), False sums every posting of the query's terms.
-    pruning: StrictBool = DEFAULT_PRUNING
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -146,10 +143,8 @@ def prepare_search(
     options: SearchOptions,
     query_vector: np.ndarray | None,
     explain: bool = False,
-    evidence: bool = True,
 ) -> tuple[sql.Composed, dict[str, Any]]:
-    """The statement and its bound parameters for one search (also used to EXPLAIN it);
-    ``evidence=False`` leaves out the answerability signals (to measure what they cost)."""
+    """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
     options = options.resolved(info.settings)
     weights = options.weights or (1.0, 1.0)  # resolved: never None
     compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
@@ -172,12 +167,8 @@ def prepare_search(
         filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION, fetch=options.fetch,
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
-        term_depth=options.term_depth, pruning=options.pruning, evidence=evidence,
+        term_depth=options.term_depth, snapshot_id=snapshot.snapshot_id,
     )
-    if options.pruning:
-        params["kw_filter"] = inline_filter(
-            compiled.sql(), compiled.params, filtered=bool(compiled.clauses),
-            constraint=parsed.constraint, ts_config=info.ts_config)
     return statement, params
 
 

@@ -20,7 +20,7 @@ from pgcite._errors import CollectionExists, CollectionNotFound, ConfigError
 from pgcite._gate_settings import GateSettings
 from pgcite._types import DEFAULT_FUSION, Fusion
 from pgcite.embed._base import EmbedderSpec
-from pgcite.store._migrations import migrate
+from pgcite.store._migrations import VERSION, check_version, create_schema, drop_versions
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 SCHEMA_PREFIX = "pgc_"
@@ -82,6 +82,7 @@ class CollectionInfo(BaseModel):
     embedder: EmbedderSpec
     settings: CollectionSettings
     created_at: dt.datetime
+    schema_version: int  # of its schema (store._migrations)
 
     @property
     def schema_id(self) -> sql.Identifier:
@@ -98,7 +99,7 @@ def validate_name(name: str) -> str:
 
 
 def _row_to_info(row: tuple[Any, ...]) -> CollectionInfo:
-    name, schema_name, ts_config, embedder, settings, created_at = row
+    name, schema_name, ts_config, embedder, settings, created_at, schema_version = row
     return CollectionInfo(
         name=name,
         schema_name=schema_name,
@@ -108,15 +109,21 @@ def _row_to_info(row: tuple[Any, ...]) -> CollectionInfo:
         # header: they keep "off" (changing it would re-embed them at their next ingest).
         settings=CollectionSettings.model_validate({"contextual": "off", **settings}),
         created_at=created_at,
+        schema_version=schema_version,
     )
 
 
-_SELECT = "SELECT name, schema_name, ts_config, embedder, settings, created_at FROM pgcite.collections"
+_COLUMNS = sql.SQL("name, schema_name, ts_config, embedder, settings, created_at, {}").format(
+    VERSION)
+_SELECT = sql.SQL("SELECT {} FROM pgcite.collections").format(_COLUMNS)
 
 
-def get_collection(conn: psycopg.Connection, name: str) -> CollectionInfo:
+def get_collection(conn: psycopg.Connection, name: str, *,
+                   any_version: bool = False) -> CollectionInfo:
+    """The collection's registry row; one whose schema this pgcite does not read (an older
+    version: ``pgcite collection upgrade``) is refused, unless ``any_version``."""
     validate_name(name)
-    row = conn.execute(_SELECT + " WHERE name = %s", (name,)).fetchone()
+    row = conn.execute(_SELECT + sql.SQL(" WHERE name = %s"), (name,)).fetchone()
     if row is None:
         known = [r[0] for r in conn.execute("SELECT name FROM pgcite.collections ORDER BY name")]
         raise CollectionNotFound(
@@ -124,21 +131,26 @@ def get_collection(conn: psycopg.Connection, name: str) -> CollectionInfo:
             hint=("existing: " + ", ".join(known)) if known else "create one with "
             "`pgcite collection create NAME`",
         )
-    return _row_to_info(row)
+    info = _row_to_info(row)
+    if not any_version:
+        check_version(info.name, info.schema_version)
+    return info
 
 
 async def aget_collection(conn: psycopg.AsyncConnection, name: str) -> CollectionInfo:
     """:func:`get_collection` on an async connection (the service's request path); an unknown
     name raises without the list of known ones (the service never shows it)."""
     validate_name(name)
-    row = await (await conn.execute(_SELECT + " WHERE name = %s", (name,))).fetchone()
+    row = await (await conn.execute(_SELECT + sql.SQL(" WHERE name = %s"), (name,))).fetchone()
     if row is None:
         raise CollectionNotFound(f"no collection named {name!r}")
-    return _row_to_info(row)
+    info = _row_to_info(row)
+    check_version(info.name, info.schema_version)
+    return info
 
 
 def list_collections(conn: psycopg.Connection) -> list[CollectionInfo]:
-    return [_row_to_info(row) for row in conn.execute(_SELECT + " ORDER BY name")]
+    return [_row_to_info(row) for row in conn.execute(_SELECT + sql.SQL(" ORDER BY name"))]
 
 
 def check_ts_config(conn: psycopg.Connection, language: str) -> str:
@@ -198,8 +210,8 @@ def update_settings(
 ) -> CollectionInfo:
     """Replace a collection's settings (validated by the model before they reach the row)."""
     row = conn.execute(
-        "UPDATE pgcite.collections SET settings = %s WHERE name = %s"
-        " RETURNING name, schema_name, ts_config, embedder, settings, created_at",
+        sql.SQL("UPDATE pgcite.collections SET settings = %s WHERE name = %s"
+                " RETURNING {}").format(_COLUMNS),
         (Jsonb(settings.model_dump(mode="json")), validate_name(name)),
     ).fetchone()
     if row is None:
@@ -231,8 +243,7 @@ def create_collection(
     schema_name = SCHEMA_PREFIX + name
     row = conn.execute(
         "INSERT INTO pgcite.collections (name, schema_name, ts_config, embedder, settings)"
-        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING"
-        " RETURNING name, schema_name, ts_config, embedder, settings, created_at",
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING RETURNING name",
         (name, schema_name, language, Jsonb(embedder.model_dump()), Jsonb(settings.model_dump())),
     ).fetchone()
     if row is None:
@@ -240,23 +251,16 @@ def create_collection(
             f"collection {name!r} exists already",
             hint="ingest into it, or drop it first with `pgcite collection drop`",
         )
-    migrate(
-        conn,
-        "collection",
-        component=f"collection:{name}",
-        params={"schema": sql.Identifier(schema_name), "tsconfig": sql.Literal(language)},
-    )
+    create_schema(conn, name, schema_name, language)
     ensure_vector_index(conn, schema_name, embedder, settings.halfvec)
-    return _row_to_info(row)
+    return get_collection(conn, name)
 
 
 def drop_collection(conn: psycopg.Connection, name: str) -> None:
-    info = get_collection(conn, name)
+    info = get_collection(conn, name, any_version=True)  # an outdated one can go too
     conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(info.schema_id))
     conn.execute("DELETE FROM pgcite.collections WHERE name = %s", (name,))
-    conn.execute(
-        "DELETE FROM pgcite.schema_migrations WHERE component = %s", (f"collection:{name}",)
-    )
+    drop_versions(conn, name)
 
 
 def collection_stats(conn: psycopg.Connection, info: CollectionInfo) -> dict[str, Any]:

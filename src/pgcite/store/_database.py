@@ -11,7 +11,7 @@ from pgvector.psycopg import register_vector
 
 from pgcite._errors import DatabaseError
 from pgcite.config import Settings
-from pgcite.store._migrations import migrate, migrate_collections
+from pgcite.store._migrations import migrate_registry
 from pgcite.store._server import embedded_server
 from pgcite.store._supervisor import Supervisor
 
@@ -32,7 +32,9 @@ class Database:
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> Database:
-        """Resolve the server (starting the embedded one if needed), check it, migrate it."""
+        """Resolve the server (starting the embedded one if needed), check it, and bring its
+        registry up to date. Collections are upgraded by `pgcite collection upgrade` only
+        (store._migrations)."""
         settings = settings or Settings()
         if settings.database_url is None:
             server = embedded_server(settings.data_dir, settings.embedded_shared_buffers,
@@ -42,8 +44,7 @@ class Database:
             db = cls(str(settings.database_url), embedded=False)
         with db.connect(register=False) as conn:
             db._check_pgvector(conn)
-            migrate(conn, "registry", component="registry")
-            migrate_collections(conn)
+            migrate_registry(conn)
         return db
 
     def connect(self, *, autocommit: bool = False, register: bool = True) -> psycopg.Connection:

@@ -18,13 +18,14 @@ from pydantic import AliasChoices, ConfigDict, Field
 
 from pgcite._camel import CAMEL, CamelModel
 from pgcite._errors import PgciteError
+from pgcite.index import MergeReport, is_member
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import (
     SnapshotInfo,
     activate_snapshot,
     build_snapshot,
     lock_versions,
-    member_versions,
+    plan_snapshot,
 )
 
 
@@ -59,6 +60,7 @@ class DocumentsRemoved(CamelModel):
     snapshot_id: int | None = None
     activated: bool = False
     gate: str | None = None  # the activation gate's outcome, when the collection has one
+    merged: MergeReport | None = None  # the keyword index's merges after the build
 
 
 # One row per document: its title (as its version recorded it: a section chunk's title ends
@@ -104,26 +106,29 @@ def build_without(
     wanted = list(dict.fromkeys(ids))
     if not wanted:
         raise PgciteError("name at least one document id to delete")
-    members = member_versions(conn, info, base.snapshot_id)
-    unknown = [i for i in wanted if i not in members]
+    held, others = _held(conn, info, base.snapshot_id, wanted)
+    unknown = [i for i in wanted if i not in held]
     if unknown:
         shown = ", ".join(repr(i) for i in unknown[:5]) + (" …" if len(unknown) > 5 else "")
         raise PgciteError(
             f"snapshot {base.snapshot_id} of {info.name!r} has no document {shown}; "
             "nothing was deleted",
             hint=f"see `pgcite documents list {info.name}`")
-    keep = {doc: pk for doc, pk in members.items() if doc not in set(wanted)}
-    if not keep:
+    if not others:
         raise PgciteError(f"that would delete every document of {info.name!r}",
                           hint=f"drop the collection instead: pgcite collection drop {info.name}")
-    lock_versions(conn, info, keep.values())  # gc must not remove what the new snapshot keeps
+    # gc must not remove what the new snapshot keeps: its base's versions, which gc leaves alone
+    # while the base is the active snapshot, and its lock keeps gc out until this commits
+    lock_versions(conn, info, [])
     spec = info.embedder if base.embed_model == info.embedder.model_key else None
     if spec is None:
         raise PgciteError(
             f"snapshot {base.snapshot_id} was embedded with {base.embed_model}, not the "
             f"collection's {info.embedder.model_key}", hint="delete from the active snapshot")
+    plan = plan_snapshot(conn, info, [], spec=spec, content_id=base.snapshot_id,
+                         remove_documents=wanted)
     snapshot_id = build_snapshot(
-        conn, info, keep.values(), spec=spec, corpus_version=base.corpus_version,
+        conn, info, plan, spec=spec, corpus_version=base.corpus_version,
         note=f"delete of {', '.join(wanted)}"[:200])
     report = DocumentsRemoved(collection=info.name, removed=wanted,
                               from_snapshot=base.snapshot_id, snapshot_id=snapshot_id)
@@ -132,3 +137,18 @@ def build_without(
         report = report.model_copy(update={"activated": True})
     return report
 
+
+def _held(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
+          ids: Sequence[str]) -> tuple[set[str], bool]:
+    """Which of these documents the snapshot holds, and whether it holds any other."""
+    s = info.schema_id
+    held = {r[0] for r in conn.execute(sql.SQL(
+        "SELECT DISTINCT x.document_id FROM (SELECT v.document_id, {member} AS member"
+        " FROM {s}.versions v WHERE v.document_id = ANY(%(ids)s) OFFSET 0) x WHERE x.member"
+    ).format(s=s, member=is_member(s, sql.Placeholder("sid"), sql.SQL("v.version_pk"))),
+        {"ids": list(ids), "sid": snapshot_id})}
+    other = conn.execute(sql.SQL(
+        "SELECT EXISTS (SELECT 1 FROM {s}.snapshot_members m JOIN {s}.versions v"
+        " USING (version_pk) WHERE m.snapshot_id = %s AND v.document_id <> ALL(%s))").format(
+        s=s), (snapshot_id, list(ids))).fetchone()
+    return held, bool(other and other[0])

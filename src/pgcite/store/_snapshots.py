@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,13 +22,13 @@ from pydantic import BaseModel, ConfigDict
 from pgcite._errors import PgciteError
 from pgcite._types import ChunkDraft
 from pgcite.embed._base import EmbedderSpec, Vectors
+from pgcite.index import K1, B, MemberDelta, index_snapshot, member_delta
 from pgcite.store._collections import (
     CollectionInfo,
     get_collection,
     set_embedder,
     vector_index_name,
 )
-from pgcite.store._segments import BM25_B, BM25_K1, index_snapshot, member_delta
 
 _CHUNK_COLUMNS = (
     "version_pk", "id", "document_id", "ordinal", "corpus", "date_start", "date_end", "author",
@@ -168,19 +169,6 @@ def _vector_text(vector: Vectors) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
 
 
-def member_versions(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int) -> dict[
-        str, int]:
-    """document_id -> version_pk of a snapshot's members."""
-    rows = conn.execute(
-        sql.SQL(
-            "SELECT v.document_id, v.version_pk FROM {s}.snapshot_members m"
-            " JOIN {s}.versions v USING (version_pk) WHERE m.snapshot_id = %s"
-        ).format(s=info.schema_id),
-        (snapshot_id,),
-    ).fetchall()
-    return {doc: pk for doc, pk in rows}
-
-
 def document_attributes(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
                         document_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Stored document-level fields of these documents in a snapshot: the version's recorded
@@ -228,44 +216,98 @@ def record_provenance(conn: psycopg.Connection, info: CollectionInfo,
     )
 
 
-def build_snapshot(
+@dataclass(frozen=True)
+class SnapshotPlan:
+    """A snapshot to build: the one whose keyword index it starts from (``base_id``, sharing
+    its segments), how its members differ from that one's, and the snapshot whose documents it
+    keeps (``content_id``)."""
+
+    base_id: int | None
+    delta: MemberDelta
+    content_id: int | None
+
+    @property
+    def unchanged(self) -> bool:
+        """The new snapshot would hold exactly the documents of the one it keeps."""
+        return not self.delta.changed and self.base_id == self.content_id
+
+
+def plan_snapshot(
     conn: psycopg.Connection,
     info: CollectionInfo,
     version_pks: Iterable[int],
+    *,
+    spec: EmbedderSpec,
+    content_id: int | None,
+    remove_documents: Sequence[str] = (),
+    replace_all: bool = False,
+) -> SnapshotPlan:
+    """A new snapshot's members: those of ``content_id`` (None: none) with ``version_pks`` in
+    place of its versions of the same documents and without the documents
+    ``remove_documents``; with ``replace_all``, exactly ``version_pks``. Its keyword index
+    starts from the active snapshot's (or the newest ready one's, same model). When that is
+    ``content_id`` (a build on the active snapshot: every ingest, staged build and deletion),
+    the difference is found from the documents that change, never from the member list."""
+    pks = sorted(set(version_pks))
+    base_id = _base_snapshot(conn, info, spec)
+    if base_id == content_id or replace_all:
+        delta = member_delta(conn, info.schema_name, base_id, pks,
+                             remove_documents=remove_documents, replace_all=replace_all)
+    else:  # another model's snapshot, or none active: members listed, then compared
+        delta = _listed_delta(conn, info, base_id, content_id, pks, remove_documents)
+    return SnapshotPlan(base_id=base_id, delta=delta, content_id=content_id)
+
+
+def _listed_delta(conn: psycopg.Connection, info: CollectionInfo, base_id: int | None,
+                  content_id: int | None, pks: list[int],
+                  remove_documents: Sequence[str]) -> MemberDelta:
+    members = set(pks)
+    if content_id is not None:
+        rows = conn.execute(sql.SQL(
+            "SELECT m.version_pk FROM {s}.snapshot_members m JOIN {s}.versions v"
+            " USING (version_pk) WHERE m.snapshot_id = %s AND v.document_id <> ALL(%s)"
+            " AND v.document_id NOT IN (SELECT document_id FROM {s}.versions"
+            "                           WHERE version_pk = ANY(%s))").format(s=info.schema_id),
+            (content_id, list(remove_documents), pks)).fetchall()
+        members |= {r[0] for r in rows}
+    return member_delta(conn, info.schema_name, base_id, sorted(members), replace_all=True)
+
+
+def build_snapshot(
+    conn: psycopg.Connection,
+    info: CollectionInfo,
+    plan: SnapshotPlan,
     *,
     spec: EmbedderSpec,
     corpus_version: str | None = None,
     note: str | None = None,
     segments: Sequence[int] = (),
 ) -> int:
-    """Create a ready snapshot over these versions, with its BM25 index and statistics.
+    """Create the ready snapshot ``plan`` describes (:func:`plan_snapshot`), with its BM25
+    index and statistics, in work proportional to what changed.
 
-    If a ready snapshot with exactly these versions, model and corpus version exists already, its
-    id is returned instead: a build resumed after a crash (or run twice) makes no duplicate.
-    The keyword index starts from the active snapshot's (or the newest ready one's, same model):
-    only the versions it lacks are indexed, so the cost is what changed. ``segments``: staged
-    segments that index some of those versions already (store._staged); they are taken over."""
-    pks = sorted(set(version_pks))
-    base_id = _base_snapshot(conn, info, spec)
-    # the difference from the base, once: every step below costs what changed, not N
-    added, dropped = member_delta(conn, info, base_id, pks)
-    same = _identical_snapshot(conn, info, pks, spec, corpus_version, base_id,
-                               changed=bool(added or dropped))
+    If a ready snapshot with exactly those members, model and corpus version exists already,
+    its id is returned instead: a build resumed after a crash (or run twice) makes no
+    duplicate. ``segments``: staged segments that index some of the added versions already
+    (store._staged); they are taken over."""
+    same = _identical_snapshot(conn, info, plan, spec, corpus_version)
     if same is not None:
         return same
     row = conn.execute(
         sql.SQL(
             "INSERT INTO {s}.snapshots (embed_model, embed_dim, ts_config, corpus_version, note,"
-            " bm25_k1, bm25_b) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING snapshot_id"
+            " bm25_k1, bm25_b, base_id, delta_sha256) VALUES (%s, %s, %s, %s, %s, %s, %s, %s,"
+            " %s) RETURNING snapshot_id"
         ).format(s=info.schema_id),
-        (spec.model_key, spec.dim, info.ts_config, corpus_version, note, BM25_K1, BM25_B),
+        (spec.model_key, spec.dim, info.ts_config, corpus_version, note, K1, B, plan.base_id,
+         plan.delta.digest),
     ).fetchone()
     assert row is not None
     snapshot_id = int(row[0])
-    _check_single_model(conn, info, added, spec)
-    # Membership is the snapshot's segments minus their deleted versions (migration 0006):
-    # writing it is writing the segments, in proportion to what changed.
-    index_snapshot(conn, info, snapshot_id, base_id, added, dropped, segments)
+    _check_single_model(conn, info, list(plan.delta.added), spec)
+    # Membership is the snapshot's segments minus their deleted versions (the index's
+    # snapshot_members view): writing it is writing the segments, in proportion to what changed.
+    index_snapshot(conn, info.schema_name, snapshot_id, plan.base_id, plan.delta, segments)
     return snapshot_id
 
 
@@ -281,42 +323,22 @@ def _base_snapshot(conn: psycopg.Connection, info: CollectionInfo,
     return int(row[0]) if row else None
 
 
-def _identical_snapshot(
-    conn: psycopg.Connection,
-    info: CollectionInfo,
-    pks: list[int],
-    spec: EmbedderSpec,
-    corpus_version: str | None,
-    base_id: int | None,
-    *,
-    changed: bool,
-) -> int | None:
-    """A ready snapshot with exactly these members: the base itself when nothing changed (the
-    member delta said so: its members are not compared again), else one built after it (a
-    build that was interrupted before its activation and is now run again). Older snapshots
-    are not compared: counting each one's members cost a pass over the collection per
-    snapshot, and missing one only means building an equal snapshot again."""
-    if base_id is None:
+def _identical_snapshot(conn: psycopg.Connection, info: CollectionInfo, plan: SnapshotPlan,
+                        spec: EmbedderSpec, corpus_version: str | None) -> int | None:
+    """A ready snapshot with exactly the planned members: the base itself when nothing
+    changed, else one built from the same base with the same difference (a build that was
+    interrupted before its activation and is now run again). Snapshots built otherwise are not
+    compared (that cost a pass over the collection per snapshot); missing one only means
+    building an equal snapshot again."""
+    if plan.base_id is None:
         return None  # no ready snapshot of this model at all
-    if not changed:
-        same = conn.execute(sql.SQL(
-            "SELECT snapshot_id FROM {s}.snapshots WHERE snapshot_id = %s"
-            " AND corpus_version IS NOT DISTINCT FROM %s").format(s=info.schema_id),
-            (base_id, corpus_version)).fetchone()
-        if same is not None:
-            return base_id
-    row = conn.execute(
-        sql.SQL(
-            "SELECT s.snapshot_id FROM {s}.snapshots s WHERE s.state = 'ready'"
-            " AND s.embed_model = %(model)s AND s.corpus_version IS NOT DISTINCT FROM %(cv)s"
-            " AND s.snapshot_id > %(base)s"
-            " AND (SELECT count(*) FROM {s}.snapshot_members m"
-            "      WHERE m.snapshot_id = s.snapshot_id) = cardinality(%(pks)s::bigint[])"
-            " AND NOT EXISTS (SELECT 1 FROM {s}.snapshot_members m"
-            "      WHERE m.snapshot_id = s.snapshot_id AND m.version_pk <> ALL(%(pks)s))"
-            " ORDER BY s.snapshot_id DESC LIMIT 1"
-        ).format(s=info.schema_id),
-        {"model": spec.model_key, "cv": corpus_version, "pks": pks, "base": base_id},
+    row = conn.execute(sql.SQL(
+        "SELECT snapshot_id FROM {s}.snapshots WHERE state = 'ready' AND embed_model = %(model)s"
+        " AND corpus_version IS NOT DISTINCT FROM %(cv)s AND (snapshot_id = %(base)s AND"
+        " NOT %(changed)s OR base_id = %(base)s AND delta_sha256 = %(digest)s)"
+        " ORDER BY snapshot_id = %(base)s DESC, snapshot_id DESC LIMIT 1").format(
+        s=info.schema_id), {"model": spec.model_key, "cv": corpus_version, "base": plan.base_id,
+                            "changed": plan.delta.changed, "digest": plan.delta.digest}
     ).fetchone()
     return int(row[0]) if row else None
 

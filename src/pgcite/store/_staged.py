@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from pgcite._errors import PgciteError
 from pgcite.embed._base import EmbedderSpec
+from pgcite.index import MergeReport, is_member, new_segment
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._entities import derive_initial_aliases
-from pgcite.store._segments import new_segment
 from pgcite.store._snapshots import (
     activate_snapshot,
     active_snapshot,
@@ -30,7 +30,7 @@ from pgcite.store._snapshots import (
     list_snapshots,
     lock_activations,
     lock_versions,
-    member_versions,
+    plan_snapshot,
 )
 
 
@@ -57,6 +57,7 @@ class StagedBuild(BaseModel):
     base_snapshot_id: int | None = None
     activated: bool = False
     gate: str | None = None  # the activation gate's outcome, when the collection has one
+    merged: MergeReport | None = None  # the keyword index's merges after the build
     seconds: float = 0.0
 
 
@@ -73,7 +74,7 @@ def stage_versions(conn: psycopg.Connection, info: CollectionInfo, versions: Map
         "SELECT pk FROM unnest(%s::bigint[]) AS x(pk) WHERE NOT EXISTS"
         " (SELECT 1 FROM {s}.segment_versions sv WHERE sv.version_pk = x.pk) ORDER BY pk"
     ).format(s=s), (sorted(set(written)),))]
-    segment_id = new_segment(conn, info, mine) if mine else None
+    segment_id = new_segment(conn, info.schema_name, mine) if mine else None
     docs = sorted(versions.items(), key=lambda item: item[1])  # rows locked in version order
     # Staged again (a re-run): a new number, so it wins over versions staged before it.
     conn.execute(sql.SQL(
@@ -129,18 +130,20 @@ def build_staged(conn: psycopg.Connection, info: CollectionInfo, *, spec: Embedd
         if doc not in latest or seq > latest[doc][0]:
             latest[doc] = (seq, pk, segment)
     current = active_snapshot(conn, info)
-    live = {} if current is None else member_versions(conn, info, current.snapshot_id)
+    content_id = None if current is None else current.snapshot_id
+    plan = plan_snapshot(conn, info, [pk for _, pk, _ in latest.values()], spec=spec,
+                         content_id=content_id)
     report = StagedBuild(
         collection=info.name, staged=len(rows), documents=len(latest),
         superseded=len(rows) - len(latest),
-        unchanged=sum(live.get(doc) == pk for doc, (_, pk, _) in latest.items()),
-        base_snapshot_id=None if current is None else current.snapshot_id)
-    members = {**live, **{doc: pk for doc, (_, pk, _) in latest.items()}}
-    if set(members.values()) == set(live.values()):
+        unchanged=0 if current is None else _members_of(conn, info, current.snapshot_id,
+                                                        [pk for _, pk, _ in latest.values()]),
+        base_snapshot_id=content_id)
+    if plan.unchanged:
         return report  # everything staged is live already: no new snapshot
     segments = sorted({seg for _, _, seg in latest.values() if seg is not None})
     report.snapshot_id = build_snapshot(
-        conn, info, members.values(), spec=spec, corpus_version=corpus_version,
+        conn, info, plan, spec=spec, corpus_version=corpus_version,
         note=f"build of {len(rows)} staged versions", segments=segments)
     report.segments = len(segments)
     derive_initial_aliases(conn, info)  # workers leave it to the build (it reads every name)
@@ -148,3 +151,13 @@ def build_staged(conn: psycopg.Connection, info: CollectionInfo, *, spec: Embedd
         activate_snapshot(conn, info, report.snapshot_id, spec=spec)
         report.activated = True
     return report
+
+
+def _members_of(conn: psycopg.Connection, info: CollectionInfo, snapshot_id: int,
+                version_pks: Sequence[int]) -> int:
+    """How many of these versions the snapshot holds (one lookup each)."""
+    row = conn.execute(sql.SQL(
+        "SELECT count(*) FILTER (WHERE {member}) FROM unnest(%(pks)s::bigint[]) AS x(pk)").format(
+        member=is_member(info.schema_id, sql.Placeholder("sid"), sql.SQL("x.pk"))),
+        {"pks": sorted(set(version_pks)), "sid": snapshot_id}).fetchone()
+    return int(row[0]) if row else 0

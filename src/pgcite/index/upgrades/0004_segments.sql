@@ -1,3 +1,8 @@
+-- An upgrade step for collections made before the baseline (pgcite/store/_migrations.py),
+-- kept as it shipped: its index_segment and finish_snapshot wrote this version's layout, with
+-- their own copy of the impact order; 0012 drops them (the writer and the one BM25 formula are
+-- pgcite/index/_writer.py and _bm25.py now).
+--
 -- The BM25 index as Lucene-style segments (docs/snapshots.md). A segment indexes a set of
 -- document versions once, with raw term frequencies and chunk lengths (no statistics of any
 -- snapshot in it), so it never changes and many snapshots share it. A snapshot is a set of

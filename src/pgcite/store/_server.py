@@ -22,6 +22,7 @@ import functools
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -36,6 +37,7 @@ from pgcite._errors import DatabaseError
 from pgcite.store._keeper import (
     HANDLE_FILE,
     keeper_alive,
+    postmaster,
     process_alive,
     read_handles,
     record_keeper,
@@ -147,12 +149,40 @@ def _server_class() -> type:
             prune_handles(self.pgdata)
             if self.idle_s > 0 and self.cleanup_mode == "stop" and keeper_alive(self.pgdata):
                 self.cleanup_mode = None
+            if self.cleanup_mode == "stop" and read_handles(self.pgdata) == [os.getpid()]:
+                _await_sessions_ended(self.pgdata)
             super()._cleanup()
 
     return Server
 
 
 _KEEPER_SCRIPT = Path(__file__).with_name("_keeper.py")
+# How long the last process waits, before it stops the server, for the backends of the
+# connections it has just closed to exit: a fast shutdown racing a backend that is still
+# reading its Terminate message cuts it ("terminating connection due to administrator command").
+_SESSIONS_END_S = 2.0
+
+
+def _await_sessions_ended(pgdata: Path, within_s: float = _SESSIONS_END_S) -> None:
+    """Wait (``within_s`` at most) until the server on ``pgdata`` has no client backend left."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        server = postmaster(pgdata, None)
+        if server is None or not _client_backends(server):
+            return
+        time.sleep(0.02)
+
+
+def _client_backends(server: psutil.Process) -> list[psutil.Process]:
+    """The postmaster's children serving a client connection: their title names the client's
+    host ("[local]" for a Unix socket, "host(port)" over TCP), which no auxiliary process has."""
+    backends = []
+    for child in server.children():
+        with contextlib.suppress(psutil.Error):
+            title = " ".join(child.cmdline())
+            if "[local]" in title or re.search(r"\(\d+\)", title):
+                backends.append(child)
+    return backends
 
 
 def _start_keeper(pgdata: Path, idle_s: float) -> None:

@@ -111,16 +111,16 @@ def test_default_threshold_is_documented_per_model(diary: pgcite.Collection) -> 
 def test_citations_of_unretrieved_passages_are_removed(diary: pgcite.Collection) -> None:
     gen = Canned("The fire began in Pudding Lane [d-1666-09-02-a] [made-up-id] [sic].")
     # threshold=-1.0: the check under test runs after generation, whatever abstention decides
-    answer = diary.answer("Where did the fire begin?", generator=gen, threshold=-1.0)
+    answer = diary.answer("Where did the great fire begin?", generator=gen, threshold=-1.0)
     assert answer.citations == ["d-1666-09-02-a"] and "made-up-id" not in answer.answer
     assert any(e.step == "citations" and "made-up-id" in e.detail for e in answer.trace)
     assert_grounded(answer)
 
 
 def test_answer_left_without_citation_abstains(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Where did the fire begin?", generator=Canned("In London [nope]."))
+    answer = diary.answer("Where did the great fire begin?", generator=Canned("In London [nope]."))
     assert answer.abstained and answer.answer == PLAIN_ABSTENTION and answer.citations == []
-    persona = diary.answer("Where did the fire begin?", generator=Canned("In London."),
+    persona = diary.answer("Where did the great fire begin?", generator=Canned("In London."),
                            persona="Samuel Pepys")
     assert persona.answer == PERSONA_ABSTENTION
 

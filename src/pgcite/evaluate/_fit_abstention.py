@@ -40,6 +40,7 @@ from pgcite.retrieve._answerability import (
     signal_values,
     store_model,
 )
+from pgcite.retrieve._hits import SearchResult
 
 # The answer's default top_k; the signals only need top_k >= 2 (docs/answers.md).
 TOP_K = 5
@@ -103,9 +104,13 @@ def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
             continue
         filters = {"cutoff": query.cutoff}
         result = collection.search(query.text, top_k=top_k, mode=mode, filters=filters)
-        result, _ = read_without_metadata(query.text, result, lambda text, f=filters:
-                                        collection.search(text, top_k=top_k, mode="keyword",
-                                                          filters=f))
+
+        def keyword(text: str, filters: dict[str, Any] = filters) -> SearchResult:
+            found: SearchResult = collection.search(text, top_k=top_k, mode="keyword",
+                                                    filters=filters)
+            return found
+
+        result, _ = read_without_metadata(query.text, result, keyword)
         observations.append(Observation(
             id=query.id, kind=query.kind, answerable=query.answerable,
             has_hits=bool(result.hits), signals=result.signals,

@@ -636,8 +636,9 @@ def main() -> None:
     sets = dict(FEATURE_SETS)
     if args.sentence_cosine:
         sets["lexical + sentence cosine"] = (*LEXICAL, "sentence_cosine")
-    summary: dict[str, Any] = {"made_by": "python bench/abstention.py" + (
-        " --sentence-cosine" if args.sentence_cosine else "")}
+    flags = [f for f, on in (("--reuse", args.reuse), ("--sentence-cosine", args.sentence_cosine),
+                             ("--write-model", args.write_model)) if on]
+    summary: dict[str, Any] = {"made_by": " ".join(["python bench/abstention.py", *flags])}
     with client() as c:
         targets = [*build(c, work, not args.no_variants), *whole_xquad(c, args.xquad)]
         obs = observe_all(c, targets, args.sentence_cosine, work / "observations.json",

@@ -5,11 +5,13 @@ overrides both; and the year rule's "long before the sources" half."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import pgcite
 from pgcite.answer._pipeline import EARLY_YEARS, asks_outside_sources
+from pgcite.config import Settings
 from pgcite.retrieve._answerability import (
     ANY_MODEL,
     LEXICAL,
@@ -88,6 +90,67 @@ def test_the_default_decides_for_a_fresh_collection(fresh: pgcite.Collection) ->
     answered = fresh.answer(ANSWERABLE)
     assert not answered.abstained and "Parmazan" in answered.answer
     assert answered.threshold is None
+
+
+def _surface_answers(client: pgcite.Client, collection: str,
+                     question: str) -> dict[str, tuple[bool, str]]:
+    """(abstained, the last trace line) of ``question`` asked with defaults -- no threshold,
+    nothing fitted -- on the CLI, over HTTP and over MCP."""
+    import asyncio
+    import json
+
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app as cli_app
+    from pgcite.service import ServiceConfig, create_app, create_key
+
+    out: dict[str, tuple[bool, str]] = {}
+    cli = CliRunner().invoke(cli_app, ["ask", collection, question, "--json"])
+    assert cli.exit_code == 0, cli.output
+    body = json.loads(cli.stdout)
+    out["cli"] = (body["abstained"], body["trace"][-1]["detail"])
+    with client.db.transaction() as conn:
+        token = create_key(conn, collection, "reader").token
+    app = create_app(client=client, config=ServiceConfig(warm_up=False))
+    with TestClient(app) as api:
+        resp = api.post(f"/v1/collections/{collection}/answer", json={"question": question},
+                        headers={"Authorization": f"Bearer {token}"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    out["http"] = (body["abstained"], body["trace"][-1]["detail"])
+    mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    from pgcite.mcp import build_server, open_access
+
+    access = open_access(client, None)
+    server = build_server(lambda ctx: access)
+
+    async def ask() -> Any:
+        async with mcp.Client(server) as session:
+            return await session.call_tool("answer", {"collection": collection,
+                                                      "question": question})
+    result = asyncio.run(ask())
+    assert not result.is_error, result.content
+    data = result.structured_content
+    data = data["result"] if set(data) == {"result"} else data
+    out["mcp"] = (data["abstained"], data["notes"][-1])
+    return out
+
+
+def test_every_surface_decides_by_the_default_model(
+        client: pgcite.Client, settings: Settings, fresh: pgcite.Collection,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With defaults the CLI, HTTP and MCP decide as Python does: by the shipped model."""
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))  # the CLI's database
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    assert client.collection(fresh.name).info.settings.abstention == {}  # nothing fitted
+    cut = f"is below {shipped_default().models[0].cut:.3f} (the default model"
+    for surface, (abstained, why) in _surface_answers(client, fresh.name,
+                                                      ABSENT).items():
+        assert abstained and cut in why, (surface, why)
+    for surface, (abstained, why) in _surface_answers(client, fresh.name,
+                                                      ANSWERABLE).items():
+        assert not abstained, (surface, why)
 
 
 def _model(key: str, bias: float) -> AnswerabilityModel:

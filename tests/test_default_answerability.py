@@ -26,7 +26,7 @@ from pgcite.retrieve._answerability import (
 )
 from pgcite.retrieve._hits import Hit
 
-from .conftest import DIARY
+from .conftest import DIARY, FIXTURES
 
 ABSENT = "Did Pepys eat potatoes?"
 ANSWERABLE = "Where did Pepys bury his Parmazan cheese?"
@@ -257,3 +257,35 @@ def test_an_answer_abstains_on_a_year_long_before_its_passages(diary: pgcite.Col
                           threshold=-1.0,  # no score: only the year rule can abstain
                           corpora=["A"])  # dated passages only (an undated one stops the rule)
     assert answer.abstained and "none names the year" in answer.trace[-1].detail
+
+
+# A new user's archive in small: nine letters and minutes of a learned society, 1851-1855,
+# none of which names a railway, Queen Victoria or potatoes (tests/fixtures/letters/).
+NEW_USER = [
+    ("Which steam railways were running in England in 1600?", None, False),
+    ("What did Queen Victoria say at the opening of the Great Exhibition?", None, False),
+    ("Did Hartley eat potatoes?", None, False),
+    # the keyword leg's first hit states it ("raised from six shillings to eight shillings"),
+    # though the best cosine is low: the default must answer, not abstain
+    ("What was the annual subscription?", "1853-01-01", True),
+    ("Who fell ill with a fever?", None, True),
+]
+
+
+@pytest.fixture(scope="module")
+def letters(client: pgcite.Client) -> Iterator[pgcite.Collection]:
+    col = client.create_collection("default_letters")
+    report = col.ingest([FIXTURES / "letters" / "minutes.jsonl"])
+    assert not report.failed and report.activated
+    yield col
+    client.drop_collection("default_letters")
+
+
+@pytest.mark.parametrize(("question", "cutoff", "answers"), NEW_USER,
+                         ids=[q for q, _, _ in NEW_USER])
+def test_a_new_users_archive_with_defaults(letters: pgcite.Collection, question: str,
+                                           cutoff: str | None, answers: bool) -> None:
+    answer = letters.answer(question, cutoff=cutoff)
+    assert answer.abstained is not answers, answer.trace[-1].detail
+    if answers:
+        assert answer.citations

@@ -278,6 +278,31 @@ def observe_all(c: pgcite.Client, targets: Sequence[Target], sentence_cosine: bo
     return out
 
 
+def check_reuse(c: pgcite.Client, targets: Sequence[Target], obs: Sequence[Obs],
+                sentence_cosine: bool, every: int) -> dict[str, dict[str, int]]:
+    """Every ``every``-th query of each target observed again now and compared with the reused
+    observation: reused figures hold for this code only if nothing differs (a signal, a bench
+    signal, the year rule, whether anything was found)."""
+    saved = {(o.target, o.id): o for o in obs}
+    out: dict[str, dict[str, int]] = {}
+    for t in targets:
+        sample = dataclasses.replace(t, queries=t.queries[::every])
+        fresh = observe(c, sample, sentence_cosine and t.fit)
+        differ = sum(not _same(saved[(t.label, o.id)], o) for o in fresh)
+        out[t.label] = {"checked": len(fresh), "differ": differ}
+        print(f"checked {t.label}: {len(fresh)}, {differ} differ", file=sys.stderr)
+    return out
+
+
+def _same(old: Obs, new: Obs, tol: float = 1e-6) -> bool:
+    def close(a: float | None, b: float | None) -> bool:
+        return (a is None) == (b is None) and (a is None or b is None or abs(a - b) <= tol)
+    return (old.rule == new.rule and old.has_hits == new.has_hits
+            and set(old.signals) == set(new.signals)
+            and all(close(old.signals[k], new.signals[k]) for k in new.signals)
+            and all(close(old.extra.get(k), v) for k, v in new.extra.items()))
+
+
 @dataclass(frozen=True)
 class _Spread:
     """The distribution of cosines between a query and every passage of a snapshot: mean
@@ -631,6 +656,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="latency passes")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the observations of the last run (same sets, same build)")
+    parser.add_argument("--check-reuse", type=int, default=0, metavar="N",
+                        help="with --reuse: observe every N-th query of each set again and "
+                        "report how many differ from the reused observations")
     args = parser.parse_args()
     work = Path(os.environ.get("PGCITE_BENCH_WORK", ROOT / ".data" / "abstention-sets"))
     sets = dict(FEATURE_SETS)
@@ -638,11 +666,16 @@ def main() -> None:
         sets["lexical + sentence cosine"] = (*LEXICAL, "sentence_cosine")
     flags = [f for f, on in (("--reuse", args.reuse), ("--sentence-cosine", args.sentence_cosine),
                              ("--write-model", args.write_model)) if on]
+    if args.reuse and args.check_reuse > 0:
+        flags.append(f"--check-reuse {args.check_reuse}")
     summary: dict[str, Any] = {"made_by": " ".join(["python bench/abstention.py", *flags])}
     with client() as c:
         targets = [*build(c, work, not args.no_variants), *whole_xquad(c, args.xquad)]
         obs = observe_all(c, targets, args.sentence_cosine, work / "observations.json",
                           args.reuse)
+        if args.reuse and args.check_reuse > 0:
+            summary["reuse_check"] = check_reuse(c, targets, obs, args.sentence_cosine,
+                                                 args.check_reuse)
         fitted_on = [t.label for t in targets if t.fit]
         shipped = fit([o for o in obs if o.target in fitted_on], LEXICAL, ANY_MODEL,
                       "pooled, each collection's two classes weighed equally: "
@@ -741,6 +774,16 @@ def _table(block: Mapping[str, Mapping[str, Any]], labels: Sequence[str]) -> lis
     return lines
 
 
+def _reuse_lines(check: Mapping[str, Mapping[str, int]] | None) -> list[str]:
+    """What --check-reuse found: the reused observations against fresh ones of this commit."""
+    if not check:
+        return []
+    checked = sum(v["checked"] for v in check.values())
+    differ = sum(v["differ"] for v in check.values())
+    return [f"Observations reused from an earlier run; {checked} of them (every N-th query of "
+            f"each set) observed again at this commit: {differ} differ.", ""]
+
+
 def report(summary: Mapping[str, Any]) -> str:
     meta = summary["metadata"]
     labels, base = summary["columns"], summary["pooled_over"]
@@ -753,7 +796,7 @@ def report(summary: Mapping[str, Any]) -> str:
         f"{meta['pgvector']}; hybrid, top {meta['top_k']}). Each cell: answerable answered / "
         "absent abstained / **balanced accuracy** [95% bootstrap]; the year rule applies after "
         f"every score, as in an answer; cut {meta['shipped_cut']} unless a row says otherwise. "
-        f"Pooled: over {', '.join(base)}.", "",
+        f"Pooled: over {', '.join(base)}.", "", *_reuse_lines(summary.get("reuse_check")),
         "| set | collection | source | in the fits | answerable | absent |",
         "|---|---|---|---|---|---|",
         *[f"| {k} | {v['collection']} | {v['source']} | {'yes' if v['fit'] else 'no'} | "

@@ -674,8 +674,8 @@ def main() -> None:
         obs = observe_all(c, targets, args.sentence_cosine, work / "observations.json",
                           args.reuse)
         if args.reuse and args.check_reuse > 0:
-            summary["reuse_check"] = check_reuse(c, targets, obs, args.sentence_cosine,
-                                                 args.check_reuse)
+            summary["reuse_check"] = {"every": args.check_reuse, "sets": check_reuse(
+                c, targets, obs, args.sentence_cosine, args.check_reuse)}
         fitted_on = [t.label for t in targets if t.fit]
         shipped = fit([o for o in obs if o.target in fitted_on], LEXICAL, ANY_MODEL,
                       "pooled, each collection's two classes weighed equally: "
@@ -774,14 +774,14 @@ def _table(block: Mapping[str, Mapping[str, Any]], labels: Sequence[str]) -> lis
     return lines
 
 
-def _reuse_lines(check: Mapping[str, Mapping[str, int]] | None) -> list[str]:
+def _reuse_lines(check: Mapping[str, Any] | None) -> list[str]:
     """What --check-reuse found: the reused observations against fresh ones of this commit."""
     if not check:
         return []
-    checked = sum(v["checked"] for v in check.values())
-    differ = sum(v["differ"] for v in check.values())
-    return [f"Observations reused from an earlier run; {checked} of them (every N-th query of "
-            f"each set) observed again at this commit: {differ} differ.", ""]
+    checked = sum(v["checked"] for v in check["sets"].values())
+    differ = sum(v["differ"] for v in check["sets"].values())
+    return [f"Observations reused from an earlier run; {checked} of them (one query in "
+            f"{check['every']} of each set) observed again at this commit: {differ} differ.", ""]
 
 
 def report(summary: Mapping[str, Any]) -> str:

@@ -16,6 +16,7 @@ from pgcite.answer import (
     PERSONA_ABSTENTION,
     PLAIN_ABSTENTION,
     Answer,
+    AnswerOptions,
     AnswerSettings,
     ContextPassage,
     GenerationRequest,
@@ -100,23 +101,26 @@ def test_no_hits_abstains(diary: pgcite.Collection) -> None:
 
 
 def test_default_threshold_is_documented_per_model(diary: pgcite.Collection) -> None:
-    answer = diary.answer("the coronation of the King")
+    """Where no answerability model can score (a one-leg mode), the cosine threshold decides."""
+    answer = diary.answer("the coronation of the King", mode="vector")
     assert answer.threshold == pgcite.answer.DEFAULT_THRESHOLDS["all-MiniLM-L6-v2"]
     assert pgcite.answer.default_threshold("unknown-model@1") is None
+    assert diary.answer("the coronation of the King").threshold is None  # the default model
 
 
 def test_citations_of_unretrieved_passages_are_removed(diary: pgcite.Collection) -> None:
     gen = Canned("The fire began in Pudding Lane [d-1666-09-02-a] [made-up-id] [sic].")
-    answer = diary.answer("Where did the fire begin?", generator=gen)
+    # threshold=-1.0: the check under test runs after generation, whatever abstention decides
+    answer = diary.answer("Where did the great fire begin?", generator=gen, threshold=-1.0)
     assert answer.citations == ["d-1666-09-02-a"] and "made-up-id" not in answer.answer
     assert any(e.step == "citations" and "made-up-id" in e.detail for e in answer.trace)
     assert_grounded(answer)
 
 
 def test_answer_left_without_citation_abstains(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Where did the fire begin?", generator=Canned("In London [nope]."))
+    answer = diary.answer("Where did the great fire begin?", generator=Canned("In London [nope]."))
     assert answer.abstained and answer.answer == PLAIN_ABSTENTION and answer.citations == []
-    persona = diary.answer("Where did the fire begin?", generator=Canned("In London."),
+    persona = diary.answer("Where did the great fire begin?", generator=Canned("In London."),
                            persona="Samuel Pepys")
     assert persona.answer == PERSONA_ABSTENTION
 
@@ -222,21 +226,23 @@ def test_no_answer_cites_an_unretrieved_passage(diary: pgcite.Collection, text: 
 
 
 def test_questions_about_years_after_the_sources_abstain(diary: pgcite.Collection) -> None:
+    # threshold=-1.0: no score abstains first, so only the year rule can (it always applies)
     late = diary.answer("What did the King do at sea in 1690?", corpora=["A", "B"],
-                        generator=Exploding())
+                        generator=Exploding(), threshold=-1.0)
     assert late.abstained and "1690" in late.trace[-1].detail
     cut = diary.answer("Was there a fire in London in 1666?", cutoff=dt.date(1665, 12, 31),
-                       generator=Exploding(), corpora=["A"])
+                       generator=Exploding(), corpora=["A"], threshold=-1.0)
     assert cut.abstained and "1665 or earlier" in cut.trace[-1].detail
     fine = diary.answer("Was there a fire in London in 1666?", corpora=["A"])
     assert not fine.abstained
     # a year that bounds the question from above asks about the time before it
     for bounded in ("Was there a fire in London before 1667?",
                     "What happened in London up to June 1667?"):
-        answer = diary.answer(bounded, cutoff=dt.date(1665, 12, 31), corpora=["A"])
+        answer = diary.answer(bounded, cutoff=dt.date(1665, 12, 31), corpora=["A"],
+                              threshold=-1.0)
         assert not any("or earlier" in t.detail for t in answer.trace), bounded
     after = diary.answer("What happened in London after 1667?", cutoff=dt.date(1665, 12, 31),
-                         generator=Exploding(), corpora=["A"])
+                         generator=Exploding(), corpora=["A"], threshold=-1.0)
     assert after.abstained and "1665 or earlier" in after.trace[-1].detail
 
 
@@ -268,17 +274,20 @@ def test_ask_command(diary: pgcite.Collection, settings: pgcite.Settings) -> Non
 def test_pipeline_answers_from_a_plain_search_function(diary: pgcite.Collection) -> None:
     """answer/ needs only a search function and settings: no Collection, no client."""
     calls: list[dict[str, object]] = []
-    result = diary.search("Where did Pepys bury his Parmazan cheese?", top_k=5)
 
     def search(query: str, *, top_k: int, mode: str, filters: Filters,
                stages: Mapping[str, Any] | None) -> SearchResult:
         calls.append({"query": query, "top_k": top_k, "mode": mode, "stages": stages})
-        return result
+        return diary.search(query, top_k=top_k, mode=mode)  # type: ignore[arg-type]
 
     answer = answer_question(search, "Where did Pepys bury his Parmazan cheese?",
                              settings=AnswerSettings(persona_author="Samuel Pepys"))
+    # the search, then the answerability signals read without the writer's name (keyword
+    # leg only): "Pepys" is the author of the passages, not a topic of the question
     assert calls == [{"query": "Where did Pepys bury his Parmazan cheese?", "top_k": 5,
-                      "mode": "hybrid", "stages": None}]
+                      "mode": "hybrid", "stages": None},
+                     {"query": "Where did bury his Parmazan cheese?", "top_k": 5,
+                      "mode": "keyword", "stages": None}]
     assert not answer.abstained and "Parmazan" in answer.answer
     assert "I wrote: “In the evening I dug a pit" in answer.answer  # persona from settings
     assert_grounded(answer)
@@ -303,7 +312,14 @@ def test_threshold_says_what_decided(diary: pgcite.Collection) -> None:
     fitted = answer_question(search, question, settings=AnswerSettings(
         abstention={key: says_yes.model_dump()}))
     assert not fitted.abstained and fitted.threshold is None
-    plain = answer_question(search, question)
+    assert answer_question(search, question).threshold is None  # the shipped default scored
+    vector = diary.search(question, top_k=5, mode="vector")  # no model scores one leg
+
+    def vector_search(query: str, *, top_k: int, mode: str, filters: Filters,
+                      stages: Mapping[str, Any] | None) -> SearchResult:
+        return vector
+
+    plain = answer_question(vector_search, question, options=AnswerOptions(mode="vector"))
     assert plain.threshold == pgcite.answer.DEFAULT_THRESHOLDS["all-MiniLM-L6-v2"]
 
 

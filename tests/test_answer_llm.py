@@ -27,7 +27,7 @@ from pgcite.answer import (
 )
 
 REQUEST = GenerationRequest(
-    question="Where did the fire begin?", persona=None, abstention_text="No.",
+    question="Where did the great fire begin?", persona=None, abstention_text="No.",
     passages=[ContextPassage(id="d-1666-09-02-a", author="Samuel Pepys", date="1666-09-02",
                              text="The fire began in Pudding Lane.", rank=1)],
 )
@@ -50,7 +50,7 @@ def test_openai_request_and_response_shape() -> None:
     assert seen["body"]["model"] == "m" and system["role"] == "system"
     assert '<passage id="d-1666-09-02-a" author="Samuel Pepys" date="1666-09-02">' in \
         user["content"]
-    assert "Where did the fire begin?" in user["content"] and "[" in system["content"]
+    assert "Where did the great fire begin?" in user["content"] and "[" in system["content"]
 
 
 def test_anthropic_request_and_response_shape() -> None:
@@ -148,7 +148,7 @@ def _generator(server: ThreadingHTTPServer, mode: str) -> OpenAIChatGenerator:
 
 def test_local_server_answer_is_checked(diary: pgcite.Collection,
                                         llm_server: ThreadingHTTPServer) -> None:
-    answer = diary.answer("Where did the fire begin?", generator=_generator(llm_server, "ok"))
+    answer = diary.answer("Where did the great fire begin?", generator=_generator(llm_server, "ok"))
     assert answer.generator == "openai" and not answer.abstained
     assert answer.citations == [answer.sources[0].id] and "invented-id" not in answer.answer
     assert any(e.step == "citations" for e in answer.trace)
@@ -159,10 +159,10 @@ def test_failing_server_falls_back_to_extractive(diary: pgcite.Collection,
                                                  llm_server: ThreadingHTTPServer,
                                                  mode: str) -> None:
     started = time.monotonic()
-    diary.answer("Where did the fire begin?")  # the same work without the endpoint, on this load
+    diary.answer("Where did the great fire begin?")  # the same work without the endpoint, on this load
     plain = time.monotonic() - started
     started = time.monotonic()
-    answer = diary.answer("Where did the fire begin?", generator=_generator(llm_server, mode))
+    answer = diary.answer("Where did the great fire begin?", generator=_generator(llm_server, mode))
     # the 0.5 s timeout held: far below the 30 s hang, whatever the machine's load
     assert time.monotonic() - started < 0.5 + 3 * plain + 2.0
     assert answer.generator == "extractive" and not answer.abstained and answer.citations

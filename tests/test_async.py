@@ -108,7 +108,7 @@ def test_32_concurrent_async_searches_match_the_sync_ones(
 ])
 def test_async_answer_is_the_sync_answer(client: pgcite.Client, diary: pgcite.Collection,
                                          kwargs: dict[str, Any]) -> None:
-    question = "Where did the fire begin?"
+    question = "Where did the great fire begin?"
 
     async def body(aclient: pgcite.AsyncClient) -> pgcite.Answer:
         col = await aclient.collection(diary.name)
@@ -123,13 +123,13 @@ def test_async_stream_ends_with_the_checked_answer(client: pgcite.Client,
                                                    diary: pgcite.Collection) -> None:
     async def body(aclient: pgcite.AsyncClient) -> list[Any]:
         col = await aclient.collection(diary.name)
-        return [event async for event in astream_answer(col, "Where did the fire begin?")]
+        return [event async for event in astream_answer(col, "Where did the great fire begin?")]
     events = _run(client, body)
     final = events[-1]
     assert isinstance(final, Final) and all(not isinstance(e, Final) for e in events[:-1])
     streamed = "".join(e.text for e in events[:-1])
     assert streamed == final.streamed_text and not final.replaced
-    assert final.answer.answer == diary.answer("Where did the fire begin?").answer
+    assert final.answer.answer == diary.answer("Where did the great fire begin?").answer
 
 
 def test_async_errors_are_the_sync_errors(client: pgcite.Client,

@@ -170,7 +170,7 @@ def test_reads_go_to_replicas_and_give_the_primarys_answer(
     expected = admin.collection("diary").search("leg of mutton", top_k=3)
     col = reader.collection("diary")
     results = [col.search("leg of mutton", top_k=3) for _ in range(4)]
-    answer = col.answer("What did Pepys eat?")
+    answer = col.answer("What did Pepys dine on?")
     assert all([h.id for h in r.hits] == [h.id for h in expected.hits] for r in results)
     assert answer.snapshot_id == expected.snapshot_id
     served = reader.replicas.served
@@ -192,7 +192,7 @@ def test_activation_reaches_replicas_and_a_lagging_one_answers_from_its_own_poin
             only_live = cluster.client(read_urls=[cluster.standbys[1].url])
             with only_paused, only_live:
                 # the paused replica still has the old pointer, and answers from it, whole
-                lagging = only_paused.collection("diary").answer("What did Pepys eat?")
+                lagging = only_paused.collection("diary").answer("What did Pepys dine on?")
                 assert lagging.snapshot_id == old.snapshot_id
                 assert only_paused.replicas.served == {"standby-5433:5433": 1}
                 assert only_live.collection("diary").search("mutton").snapshot_id == new
@@ -203,7 +203,7 @@ def test_activation_reaches_replicas_and_a_lagging_one_answers_from_its_own_poin
                 assert only_paused.replicas.served["retried"] == 1
                 # an answer sent to the primary keeps its searches there (not back on the
                 # replica, which lacks the snapshot and would find nothing)
-                sent = only_paused.collection("diary").answer("What did Pepys eat?",
+                sent = only_paused.collection("diary").answer("What did Pepys dine on?",
                                                                snapshot_id=new)
                 assert sent.snapshot_id == new and sent.sources
                 assert only_paused.replicas.served["primary"] == 2

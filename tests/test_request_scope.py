@@ -150,7 +150,7 @@ def test_ask_builds_one_chat_model(diary: pgcite.Collection, settings: Settings,
 
     with serve(lambda _: (200, chat_completion("The fire [d-1666-09-02-a]."), 0.0)) as server:
         result = CliRunner().invoke(app, [
-            "--data-dir", str(settings.data_dir), "ask", diary.name, "Where did the fire begin?",
+            "--data-dir", str(settings.data_dir), "ask", diary.name, "Where did the great fire begin?",
             "--generator", "openai", "--llm-base-url", server.base_url, "--llm-model", "m",
             "--grade", "--json"])
     assert result.exit_code == 0, result.output

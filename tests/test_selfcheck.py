@@ -54,7 +54,7 @@ def _kinds(answer: pgcite.Answer) -> list[str]:
 
 
 def test_without_an_llm_every_check_is_skipped_not_faked(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Where did the fire begin?",
+    answer = diary.answer("Where did the great fire begin?",
                           self_check={"grade": True, "corrective": True, "sufficiency": True})
     skipped = [e.detail for e in answer.trace if e.step in ("grade", "sufficiency")]
     assert skipped and all(d == "skipped: no LLM configured" for d in skipped)
@@ -63,7 +63,7 @@ def test_without_an_llm_every_check_is_skipped_not_faked(diary: pgcite.Collectio
 
 def test_grading_drops_passages_graded_irrelevant(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=_grade_by_word("fire"))
-    answer = diary.answer("Where did the fire begin?", judge=chat, self_check={"grade": True})
+    answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={"grade": True})
     assert not answer.abstained
     assert answer.sources and all("fire" in s.excerpt.lower() for s in answer.sources)
     assert answer.attempts[0].kept == len(answer.sources) < answer.attempts[0].retrieved
@@ -72,7 +72,7 @@ def test_grading_drops_passages_graded_irrelevant(diary: pgcite.Collection) -> N
 
 def test_all_irrelevant_abstains(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=_grade_by_word("xyzzy"), rewrite="fire")
-    answer = diary.answer("Where did the fire begin?", judge=chat, self_check={"grade": True})
+    answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={"grade": True})
     assert answer.abstained and "no passage was graded relevant" in answer.trace[-1].detail
     assert chat.calls == ["grade"]  # grading alone never rewrites
 
@@ -97,11 +97,11 @@ def test_corrective_rewrite_recovers(diary: pgcite.Collection) -> None:
 
 
 def test_sufficiency_insufficient_abstains_unsure_widens(diary: pgcite.Collection) -> None:
-    no = diary.answer("Where did the fire begin?", top_k=2,
+    no = diary.answer("Where did the great fire begin?", top_k=2,
                       judge=ScriptedChat(sufficiency="INSUFFICIENT"),
                       self_check={"sufficiency": True})
     assert no.abstained and "insufficient" in no.trace[-1].detail
-    unsure = diary.answer("Where did the fire begin?", top_k=2,
+    unsure = diary.answer("Where did the great fire begin?", top_k=2,
                           judge=ScriptedChat(sufficiency="hmm, maybe?"),
                           self_check={"sufficiency": True})
     assert not unsure.abstained
@@ -116,12 +116,12 @@ def test_sufficiency_insufficient_abstains_unsure_widens(diary: pgcite.Collectio
 def test_misbehaving_endpoint_stays_within_budget(diary: pgcite.Collection, delay: float,
                                                   body: bytes, named: str) -> None:
     started = time.monotonic()
-    diary.answer("Where did the fire begin?")  # the same search and answer, on this load
+    diary.answer("Where did the great fire begin?")  # the same search and answer, on this load
     plain = time.monotonic() - started
     with serve(lambda request: (200, body, delay)) as server:
         chat = OpenAIChat(base_url=server.base_url, model="m", timeout_s=60)
         started = time.monotonic()
-        answer = diary.answer("Where did the fire begin?", judge=chat, self_check={
+        answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={
             "grade": True, "corrective": True, "sufficiency": True,
             "step_timeout_s": 0.4, "budget_s": 1.0})
         elapsed = time.monotonic() - started
@@ -135,7 +135,7 @@ def test_misbehaving_endpoint_stays_within_budget(diary: pgcite.Collection, dela
 
 def test_budget_spent_skips_the_remaining_steps(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=lambda s, u: (time.sleep(0.3), "1: yes")[1])
-    answer = diary.answer("Where did the fire begin?", judge=chat, self_check={
+    answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={
         "grade": True, "sufficiency": True, "budget_s": 0.2})
     assert any("budget is spent" in e.detail for e in answer.trace)
 
@@ -186,7 +186,7 @@ def test_within_filters() -> None:
 
 
 def test_judge_failure_is_a_fallback_not_an_error(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Where did the fire begin?", judge=ScriptedChat(fail=LLMError("down")),
+    answer = diary.answer("Where did the great fire begin?", judge=ScriptedChat(fail=LLMError("down")),
                           self_check={"grade": True, "sufficiency": True})
     assert not answer.abstained
     assert [e.detail for e in answer.trace if e.step == "grade"] == ["fallback: down"]

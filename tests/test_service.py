@@ -79,7 +79,7 @@ def test_answer_over_http(api: TestClient, reader: dict[str, str]) -> None:
 
 def test_cutoff_answer_over_http(api: TestClient, reader: dict[str, str]) -> None:
     body = api.post("/v1/collections/diary_fixture/answer", headers=reader, json={
-        "question": "What happened during the fire?", "cutoff": "1666-09-03",
+        "question": "What happened during the great fire?", "cutoff": "1666-09-03",
         "generator": "extractive"}).json()
     dates = {s["id"]: s["date"] for s in body["sources"]}
     assert body["citations"] and all(dates[c] <= "1666-09-03" for c in body["citations"])
@@ -198,7 +198,7 @@ def test_stages_and_self_checks_over_http(api: TestClient, reader: dict[str, str
     assert [(s["stage"], s["outcome"]) for s in body["stages"]] == [
         ("boost", "applied"), ("rerank", "skipped")]
     resp = api.post("/v1/collections/diary_fixture/answer", headers=reader, json={
-        "question": "Where did the fire begin?", "self_check": {"grade": True}})
+        "question": "Where did the great fire begin?", "self_check": {"grade": True}})
     assert resp.status_code == 200, resp.text
     assert {"step": "grade", "detail": "skipped: no LLM configured"} in resp.json()["trace"]
     routed = api.post("/v1/collections/diary_fixture/search", headers=reader,

@@ -24,7 +24,7 @@ from pgcite.service._keys import create_key
 
 from .llm_server import Reply, Served, chat_completion, chat_stream_events, serve
 
-QUESTION = "Where did the fire begin?"
+QUESTION = "Where did the great fire begin?"
 _FIRST_ID = re.compile(r'<passage id="([^"]+)"')
 
 

@@ -39,7 +39,12 @@ from pgcite.answer._types import (
 )
 from pgcite.embed._base import Embedder
 from pgcite.llm import ChatModel
-from pgcite.retrieve._answerability import AnswerabilityModel, answerability_refusal
+from pgcite.retrieve._answerability import (
+    AnswerabilityModel,
+    answerability_refusal,
+    read_without_metadata,
+    shipped_default,
+)
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
@@ -56,6 +61,12 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 # time before it, which sources that end earlier do cover; only the other years count.
 _UPPER_BOUND = re.compile(r"\b(?:before|until|till|up\s+to|prior\s+to|by)\s+"
                           r"(?:[A-Za-z]+\s+){0,2}(1[0-9]{3}|20[0-9]{2})\b", re.IGNORECASE)
+# How far before the earliest retrieved passage a year must be for the year rule to call the
+# question absent (when no passage names it): sources recall their recent past (a diary of the
+# 1660s remembers the King's execution in 1649 without writing the year), so only a generation
+# earlier counts. A diary's questions about its own years stay clear of it, whichever entries
+# retrieval ranked first.
+EARLY_YEARS = 20
 
 
 class AnswerOptions(BaseModel):
@@ -99,11 +110,18 @@ class _Policy:
                                   hint="square brackets are reserved for citations")
         self.threshold = (options.threshold if options.threshold is not None
                           else default_threshold(result.embedding_model))
-        # A fitted answerability score replaces the default threshold; a threshold the caller
-        # passes wins over both.
+        # Who decides: a threshold the caller passes; else the collection's fitted model for
+        # this embedding model; else the model that ships with pgcite (the cosine threshold
+        # only where neither can score the retrieval: another mode than hybrid).
         fitted = settings.abstention.get(result.embedding_model)
-        self.answerability = (None if options.threshold is not None or fitted is None
-                              else AnswerabilityModel.model_validate(fitted))
+        self.answerability: AnswerabilityModel | None = None
+        self.decider = "threshold"
+        if options.threshold is None and fitted is not None:
+            self.answerability, self.decider = AnswerabilityModel.model_validate(fitted), "fitted"
+        elif options.threshold is None:
+            self.answerability = shipped_default().for_key(result.embedding_model,
+                                                           settings.language)
+            self.decider = "default" if self.answerability is not None else "threshold"
 
     def reported_threshold(self, result: SearchResult) -> float | None:
         """The best-cosine threshold that decided, for ``Answer.threshold``: None when the
@@ -198,6 +216,13 @@ def answer_question(
             note=run.note, filters=merged, threshold=run.policy.threshold, external=external)
         run.result, reason = check.retrieve(question, result, options.top_k)
         run.attempts = check.attempts
+    model = run.policy.answerability
+    if model is not None and model.mode == options.mode:  # not the writer's name, nor years
+        run.result, names = read_without_metadata(question, run.result, lambda text: search_fn(
+            text, top_k=options.top_k, mode="keyword", filters=merged, stages=options.stages))
+        if names:
+            run.note("answerability", "signals read without the words the metadata says "
+                     "(the writer's name, the sources' years): " + ", ".join(names))
     run.timings["retrieve"] = _ms(started)  # embed + database + finding the snapshot (+ loop)
     if check is not None and reason is not None:
         answer = run.abstain(reason)
@@ -270,10 +295,11 @@ def abstention_reason(question: str, result: SearchResult, policy: _Policy,
     (a quoted phrase the passages must contain overrules either), then the temporal check."""
     if not result.hits:
         return "retrieval found no passage (the filters may exclude everything)"
-    refusal = answerability_refusal(result, policy.answerability, policy.threshold)
+    refusal = answerability_refusal(result, policy.answerability, policy.threshold,
+                                    policy.decider)
     if refusal is not None and not _has_phrase(question):
         return refusal + "; no model was called"
-    late = _asks_after_sources(question, result.hits) if options.temporal_check else None
+    late = asks_outside_sources(question, result.hits) if options.temporal_check else None
     if late:
         return late + "; no model was called"
     return None
@@ -285,20 +311,32 @@ def _has_phrase(question: str) -> bool:
     return '"' in (parse_query(question).constraint or "")
 
 
-def _asks_after_sources(question: str, hits: list[Hit]) -> str | None:
+def asks_outside_sources(question: str, hits: list[Hit]) -> str | None:
     """Sources cannot report what happened after they were written: if every year the question
     names is later than the latest retrieved passage, say so (None otherwise). Years that bound
     the question from above ("before 1664") do not count. Undated passages could be from any
-    time, so they switch the rule off."""
+    time, so they switch the rule off.
+
+    The other side: a question about a time long BEFORE the sources ("Which steam railways
+    were running in England in 1600?" put to letters of the 1850s) is absent when no retrieved
+    passage names the year either. Sources do recall their past, so it needs both: every year
+    asked about at least ``EARLY_YEARS`` before the earliest retrieved passage, and none of
+    those years written in a retrieved passage."""
     years = [int(y) for y in _YEAR.findall(_UPPER_BOUND.sub(" ", question))]
+    starts = [h.date_start or h.date_end for h in hits]
     ends = [h.date_end or h.date_start for h in hits]
     if not years or not ends or any(d is None for d in ends):
         return None
     latest = max(d.year for d in ends if d is not None)
-    if min(years) <= latest:
-        return None
-    return (f"the question asks about {min(years)}, but every retrieved passage is dated "
-            f"{latest} or earlier")
+    if min(years) > latest:
+        return (f"the question asks about {min(years)}, but every retrieved passage is dated "
+                f"{latest} or earlier")
+    earliest = min(d.year for d in starts if d is not None)
+    if max(years) <= earliest - EARLY_YEARS and not any(
+            str(y) in f"{h.title or ''} {h.body}" for y in years for h in hits):
+        return (f"the question asks about {max(years)}, but every retrieved passage is dated "
+                f"{earliest} or later and none names the year")
+    return None
 
 
 def _generate(run: _Run, generator: Generator, request: GenerationRequest) -> tuple[str, str]:

@@ -105,8 +105,8 @@ def ask_command(
     token_budget: Annotated[int, typer.Option(
         min=50, help="Context budget in approximate tokens (words x 1.3).")] = 4000,
     threshold: Annotated[float | None, typer.Option(
-        help="Abstain below this best cosine similarity (default: the model's documented "
-        "value, see docs/answers.md).")] = None,
+        help="Abstain below this best cosine similarity (default: the collection's fitted "
+        "answerability model, else the one pgcite ships; see docs/answers.md).")] = None,
     persona: Annotated[str | None, typer.Option(
         help="Speak as this author (default: the collection's persona_author).")] = None,
     generator: GeneratorOpt = "extractive",

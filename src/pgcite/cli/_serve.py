@@ -47,7 +47,8 @@ def serve_command(
         help="Require API keys (`pgcite key create`). --no-auth is allowed on loopback only.")]
     = True,
     threshold: Annotated[float | None, typer.Option(
-        help="Default abstention threshold (best cosine similarity).")] = None,
+        help="Default abstention threshold (best cosine similarity); given, it replaces the "
+        "answerability model for every answer.")] = None,
     generator: GeneratorOpt = "extractive",
     llm_base_url: BaseUrlOpt = None,
     llm_model: ModelOpt = None,

@@ -8,7 +8,7 @@ fitted on all the others, so no figure is measured on the query it was fitted on
 single signal the rule is a threshold calibrated the way today's cosine threshold is
 (:func:`pgcite.evaluate._abstain.calibrate_threshold`); for the combination, the logistic model.
 An answer also abstains when every year the question names is later than every retrieved
-passage (the year rule, :func:`pgcite.answer._pipeline._asks_after_sources`), so the figure
+passage (the year rule, :func:`pgcite.answer._pipeline.asks_outside_sources`), so the figure
 of what answers do is the combined score plus that rule. The stored model is then fitted on
 every query.
 
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from pgcite.answer._pipeline import _asks_after_sources
+from pgcite.answer._pipeline import asks_outside_sources
 from pgcite.evaluate._abstain import calibrate_threshold
 from pgcite.evaluate._base import Frozen
 from pgcite.evaluate._golden import GoldenSet
@@ -35,9 +35,12 @@ from pgcite.retrieve._answerability import (
     SIGNALS,
     fit_model,
     orientation,
+    read_without_metadata,
+    shipped_default,
     signal_values,
     store_model,
 )
+from pgcite.retrieve._hits import SearchResult
 
 # The answer's default top_k; the signals only need top_k >= 2 (docs/answers.md).
 TOP_K = 5
@@ -84,6 +87,9 @@ class FitReport(Frozen):
     left_out: list[str]  # queries neither answerable nor absent
     also: list[str] = Field(default_factory=list)  # further judged sets the fit used
     pooled: Rates | None = None  # with ``also``: what an answer does, over every query
+    # the model that ships with pgcite on the same queries (never fitted on them), + year
+    # rule: what answers do without the fit; None when it has no model for this embedder
+    default: Rates | None = None
 
 
 def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
@@ -96,12 +102,19 @@ def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
         if not query.answerable and query.kind != "absent":
             left_out.append(query.id)
             continue
-        result = collection.search(query.text, top_k=top_k, mode=mode,
-                                   filters={"cutoff": query.cutoff})
+        filters = {"cutoff": query.cutoff}
+        result = collection.search(query.text, top_k=top_k, mode=mode, filters=filters)
+
+        def keyword(text: str, filters: dict[str, Any] = filters) -> SearchResult:
+            found: SearchResult = collection.search(text, top_k=top_k, mode="keyword",
+                                                    filters=filters)
+            return found
+
+        result, _ = read_without_metadata(query.text, result, keyword)
         observations.append(Observation(
             id=query.id, kind=query.kind, answerable=query.answerable,
             has_hits=bool(result.hits), signals=result.signals,
-            late=bool(result.hits) and _asks_after_sources(query.text, result.hits) is not None))
+            late=bool(result.hits) and asks_outside_sources(query.text, result.hits) is not None))
     return observations, left_out, model_key
 
 
@@ -254,7 +267,21 @@ def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
     return FitReport(collection=collection.name, golden=golden.name, model_key=model_key,
                      combined=combined, with_year_rule=with_rule, per_signal=per_signal,
                      model=model.model_dump(mode="json"), stored=store, left_out=left_out,
-                     also=[extra.name for extra in also], pooled=pooled)
+                     also=[extra.name for extra in also], pooled=pooled,
+                     default=default_rates(observations[:own], model_key,
+                                           collection.info.ts_config))
+
+
+def default_rates(observations: Sequence[Observation], model_key: str,
+                  language: str) -> Rates | None:
+    """What the shipped default model (+ the year rule) decides on these queries."""
+    shipped = shipped_default().for_key(model_key, language)
+    if shipped is None:
+        return None
+    x, y, mask = features(observations, shipped.signals)
+    low = shipped.predict(x) < shipped.cut
+    return rates([bool(not m or a or o.late) for m, a, o in zip(mask, low, observations,
+                                                                strict=True)], y)
 
 
 def _need_both(y: np.ndarray) -> None:
@@ -277,6 +304,8 @@ def render_fit(report: FitReport) -> str:
                      f"{', '.join(report.also)} included")
     rows = [("combined score", report.combined),
             ("combined score + year rule (what an answer does)", report.with_year_rule),
+            *([("the shipped default model + year rule (no fit: what answers do now)",
+                report.default)] if report.default else []),
             *([(f"the same, over every query ({report.pooled.answerable} answerable, "
                 f"{report.pooled.absent} absent)", report.pooled)] if report.pooled else []),
             *((f"{name} alone (threshold{', today' if name == 'cosine' else ''})", r) for name, r in report.per_signal.items())]

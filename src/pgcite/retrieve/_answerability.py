@@ -32,8 +32,10 @@ model: the signals' scales belong to one model.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -42,7 +44,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pgcite._errors import ConfigError
-from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._sql import EVIDENCE_DEPTH
 from pgcite.store._collections import CollectionSettings, validate_name
 
@@ -53,6 +55,10 @@ SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", 
 ABSENT_WHEN_HIGH: frozenset[str] = frozenset({"unknown_names"})
 # The signals the fitted score combines by default (every signal is still reported alone).
 FEATURES: tuple[str, ...] = SIGNALS
+# The signals the shipped default model reads: no cosine and no gap, whose scales belong to one
+# embedding model (and, measured, to one collection): so one model serves every embedding
+# model, fp32 or int8 MiniLM, e5, a server's (bench/abstention.py).
+LEXICAL: tuple[str, ...] = ("coverage", "best_coverage", "agreement", "unknown_names", "terms")
 # L2 penalty on the standardised weights: with ~100 judged queries an unpenalised fit runs
 # off to infinity as soon as the classes separate; 1.0 keeps weights finite and changes little
 # when they do not.
@@ -79,6 +85,55 @@ def names_text(text: str) -> str:
     without capitals, where the signal is 0); roman numerals are not names."""
     return " ".join(w for w in _WORD.findall(text)
                     if w[0].isupper() and not _NUMERAL.fullmatch(w))
+
+
+# The signals the keyword leg reads off the question's words (the others come from the legs'
+# ranks and the cosine).
+WORDING_SIGNALS: tuple[str, ...] = ("coverage", "best_coverage", "unknown_names", "terms")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+
+
+def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
+    """The question's words that name what the passages' metadata says, not what their text
+    does: a name that is a word of a retrieved passage's author ("Pepys", or "Pepys's", put to
+    passages by "Samuel Pepys") and a year the retrieved passages' dates span ("in 1666" put to
+    entries dated 1660-1668). A journal seldom writes its writer's name or its own years, so in
+    the text such a word is unknown and holds a large share of the question's idf mass: read as
+    evidence it makes every question about the writer, or about a year of the journal, look
+    absent, though it only says whose words, and when, are asked about."""
+    authors = {w.casefold() for h in hits if h.author for w in _WORD.findall(h.author)}
+    found: list[str] = []
+    for word in names_text(question).split():
+        base = _POSSESSIVE.sub("", word)
+        if base.casefold() in authors and base not in found:
+            found.append(base)
+    dates = [d for h in hits for d in (h.date_start, h.date_end) if d is not None]
+    if dates:
+        first, last = min(dates).year, max(dates).year
+        found += [y for y in dict.fromkeys(_YEAR.findall(question)) if first <= int(y) <= last]
+    return found
+
+
+def read_without_metadata(question: str, result: SearchResult,
+                          keyword_search: Callable[[str], SearchResult]) -> tuple[SearchResult,
+                                                                                  list[str]]:
+    """``result`` with the wording signals (:data:`WORDING_SIGNALS`) read off the question
+    without its metadata words (:func:`metadata_words`), by ``keyword_search`` of the rest (one
+    keyword-only statement, no embedding); unchanged when the question has none. Returns the
+    result and the words left out."""
+    words = metadata_words(question, result.hits)
+    if not words:
+        return result, []
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, words)) + r")(?:['’]s)?\b")
+    rest = " ".join(pattern.sub(" ", question).split())
+    if not _WORD.search(rest):
+        return result, []
+    wording = keyword_search(rest).signals
+    signals = {**result.signals, **{k: wording.get(k) for k in WORDING_SIGNALS}}
+    return result.model_copy(update={"signals": signals}), words
 
 
 def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
@@ -190,20 +245,75 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = DEFAULT_L2,
 
 def fit_model(x: np.ndarray, y: np.ndarray, *, model_key: str, names: Sequence[str] = FEATURES,
               mode: str = "hybrid", l2: float = DEFAULT_L2, fitted_on: str = "",
-              cross_validated: Mapping[str, Any] | None = None) -> AnswerabilityModel:
-    """Standardise the signals, weigh both classes equally, fit (``y``: 1 = answerable)."""
+              cross_validated: Mapping[str, Any] | None = None,
+              sample_weight: np.ndarray | None = None) -> AnswerabilityModel:
+    """Standardise the signals, weigh both classes equally (or as ``sample_weight`` says:
+    a pooled fit weighs each collection's classes equally), fit (``y``: 1 = answerable)."""
     if len(set(y.tolist())) < 2:
         raise ConfigError("fitting an answerability score needs answerable and absent queries",
                           hint="add queries of kind absent (no relevant documents)")
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale == 0] = 1.0
-    weights, bias = fit_logistic((x - mean) / scale, y, l2=l2, sample_weight=balanced_weights(y))
+    weights, bias = fit_logistic(
+        (x - mean) / scale, y, l2=l2,
+        sample_weight=balanced_weights(y) if sample_weight is None else sample_weight)
     return AnswerabilityModel(
         model_key=model_key, mode=mode, signals=list(names), mean=mean.tolist(),
         scale=scale.tolist(), weights=weights.tolist(), bias=bias, l2=l2, fitted_on=fitted_on,
         fitted_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         cross_validated=dict(cross_validated or {}))
+
+
+# Where the default model lives (package data), and the key of its model for any embedding
+# model it has no model of its own for.
+DEFAULT_FILE = "answerability_default.json"
+ANY_MODEL = "*"
+
+
+def model_family(model_key: str) -> str:
+    """The embedding model a key names, without version or variant: fp32 and int8 MiniLM
+    ("all-MiniLM-L6-v2@ab12", "all-MiniLM-L6-v2@ab12+int8", "all-MiniLM-L6-v2-int8@ab12") are
+    one family -- int8 vectors are within 0.01 cosine of fp32 ones, so the signals read alike."""
+    return re.sub(r"-int8$", "", model_key.split("@", 1)[0])
+
+
+class DefaultAnswerability(BaseModel):
+    """The answerability model that ships with pgcite: it decides for every collection without
+    a fitted model of its own. ``models`` are keyed by embedding-model family, ``*`` for any;
+    the shipped file has the one ``*`` model over the :data:`LEXICAL` signals, which read
+    alike under every embedding model (a family's own model would come first). Fitted on
+    pooled judged sets of several collections; ``figures`` are its leave-one-collection-out
+    figures (bench/abstention.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = 1
+    models: list[AnswerabilityModel]
+    # The text-search configurations (languages) it was fitted and measured on: a collection in
+    # another language keeps the cosine threshold (none for e5: it abstains only when nothing
+    # is found, as before), since stop words, stemming and capitals change every signal.
+    languages: list[str] = Field(default_factory=lambda: ["english"])
+    figures: dict[str, Any] = Field(default_factory=dict)
+
+    def for_key(self, model_key: str, language: str = "english") -> AnswerabilityModel | None:
+        """The model for this embedding model (keyed to it) in a collection of this language,
+        or None when none applies."""
+        if language not in self.languages:
+            return None
+        family = model_family(model_key)
+        for candidate in (family, ANY_MODEL):
+            for model in self.models:
+                if model.model_key == candidate:
+                    return model.model_copy(update={"model_key": model_key})
+        return None
+
+
+@functools.cache
+def shipped_default() -> DefaultAnswerability:
+    """The default model in the package (read once per process)."""
+    text = resources.files("pgcite.retrieve").joinpath(DEFAULT_FILE).read_text(encoding="utf-8")
+    return DefaultAnswerability.model_validate_json(text)
 
 
 def balanced_weights(y: np.ndarray) -> np.ndarray:
@@ -232,16 +342,17 @@ def store_model(conn: psycopg.Connection, collection: str, model: AnswerabilityM
 
 
 def answerability_refusal(result: SearchResult, model: AnswerabilityModel | None,
-                      threshold: float | None) -> str | None:
-    """Why to abstain on this retrieval (None: answer). A fitted model decides when it can
-    score the result; otherwise the bare best-cosine ``threshold`` does (None: never)."""
+                          threshold: float | None, decider: str = "fitted") -> str | None:
+    """Why to abstain on this retrieval (None: answer). A model (the collection's fitted one,
+    or the default: ``decider`` names it) decides when it can score the result; otherwise the
+    bare best-cosine ``threshold`` does (None: never)."""
     if model is not None:
         p = model.probability(result)
         if p is not None:
             if p >= model.cut:
                 return None
             shown = ", ".join(f"{k} {v:.3f}" for k, v in result.signals.items() if v is not None)
-            return f"answerability {p:.3f} is below {model.cut:.3f} ({shown})"
+            return f"answerability {p:.3f} is below {model.cut:.3f} (the {decider} model; {shown})"
     if threshold is not None and result.confidence is not None and result.confidence < threshold:
         return f"best similarity {result.confidence:.3f} is below the threshold {threshold:.3f}"
     return None

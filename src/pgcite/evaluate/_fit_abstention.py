@@ -19,12 +19,15 @@ balanced accuracy.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import numpy as np
+import psycopg
 from pydantic import Field
 
+from pgcite._types import Mode
 from pgcite.answer._pipeline import asks_outside_sources
 from pgcite.evaluate._abstain import calibrate_threshold
 from pgcite.evaluate._base import Frozen
@@ -40,11 +43,33 @@ from pgcite.retrieve._answerability import (
     signal_values,
     store_model,
 )
+from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
+from pgcite.store._collections import CollectionInfo
+from pgcite.store._snapshots import SnapshotInfo
 
 # The answer's default top_k; the signals only need top_k >= 2 (docs/answers.md).
 TOP_K = 5
-MODE = "hybrid"
+MODE: Mode = "hybrid"
+
+
+class _Connects(Protocol):
+    def connection(self) -> AbstractContextManager[psycopg.Connection]: ...
+
+
+class JudgedCollection(Protocol):
+    """What a fit needs of a collection (:class:`pgcite.Collection` is one): the API layer sits
+    above evaluation, so evaluation names what it uses instead of importing it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def info(self) -> CollectionInfo: ...
+    @property
+    def client(self) -> _Connects: ...
+    def active_snapshot(self) -> SnapshotInfo: ...
+    def search(self, query: str, *, top_k: int | None = None, mode: Mode | None = None,
+               filters: Filters | Mapping[str, Any] | None = None) -> SearchResult: ...
 BOOTSTRAP = 2000
 
 
@@ -92,7 +117,7 @@ class FitReport(Frozen):
     default: Rates | None = None
 
 
-def observe(collection: Any, golden: GoldenSet, *, mode: str = MODE,
+def observe(collection: JudgedCollection, golden: GoldenSet, *, mode: Mode = MODE,
             top_k: int = TOP_K) -> tuple[list[Observation], list[str], str]:
     """The signals of every answerable or absent query; (observations, left out, model key)."""
     observations: list[Observation] = []
@@ -239,7 +264,7 @@ def cross_validate(
     return combined, with_rule, per_signal, pooled
 
 
-def fit_abstention(collection: Any, golden: GoldenSet, *, store: bool = True,
+def fit_abstention(collection: JudgedCollection, golden: GoldenSet, *, store: bool = True,
                    names: Sequence[str] = FEATURES, l2: float = DEFAULT_L2,
                    also: Sequence[GoldenSet] = ()) -> FitReport:
     """Cross-validate, fit on every query, and (``store``) save the model in the collection.

@@ -22,6 +22,7 @@ from pgcite.embed._registry import load_embedder
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._loaders import iter_documents
 from pgcite.ingest._pipeline import chunk_budget, embedding_text, ingest
+from pgcite.store._collections import create_collection
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DIARY = FIXTURES / "diary" / "entries.jsonl"
@@ -116,10 +117,12 @@ def test_ingest_on_onnx_stores_torch_vectors(client: pgcite.Client,
     database) stores, for every chunk, the vector torch computes for that chunk's text, under
     the shared model key; a search on it works."""
     torch, onnx = both
-    col = client.create_collection("onnx_ingest")
+    fp32 = client.settings.model_copy(update={"embed_backend": "onnx", "embed_batch_size": 2})
+    with client.db.transaction() as conn:  # fp32: the default for new collections is int8
+        create_collection(conn, "onnx_ingest", language="english", embedder=onnx.spec)
+    col = client.collection("onnx_ingest")
     report = ingest(client.db, "onnx_ingest", [DIARY], progress=False,
-                    settings=client.settings.model_copy(
-                        update={"embed_backend": "onnx", "embed_batch_size": 2}))  # groups of 16
+                    settings=fp32)  # groups of 16
     assert report.activated and report.embedded + report.cached == report.chunks_added > 0
     assert col.active_snapshot().embed_model == onnx.spec.model_key == torch.spec.model_key
     budget = chunk_budget(col.info.settings, onnx.spec)

@@ -1,7 +1,8 @@
-"""The opt-in int8 backend (PGCITE_EMBED_BACKEND=onnx-int8) on the real packaged MiniLM: vectors
-close to fp32 but not the same, hence its own model key; the quantised graph cached by the weights'
-hash and the quantisation settings; a snapshot always queried with the variant it was embedded
-with, and fp32 and int8 vectors never mixed in one build."""
+"""The int8 backend on the real packaged MiniLM (the default for new MiniLM collections since issue
+38; PGCITE_EMBED_BACKEND=onnx-int8 for any folder): vectors close to fp32 but not the same, hence
+its own model key; the quantised graph cached by the weights' hash and the quantisation
+settings; a snapshot always queried with the variant it was embedded with, and fp32 and int8
+vectors never mixed in one build; existing fp32 collections keep fp32."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from pgcite.embed._onnx import (
     onnx_path,
     quantize_int8,
 )
-from pgcite.embed._registry import embedder_for_key, load_embedder
+from pgcite.embed._registry import concrete_backend, embedder_for_key, load_embedder
 from pgcite.ingest._pipeline import ingest
 from pgcite.ingest._reembed import reembed
 
@@ -36,6 +37,14 @@ MODEL = "all-MiniLM-L6-v2"
 
 def _on(settings: Settings, backend: str) -> Settings:
     return settings.model_copy(update={"embed_backend": backend})
+
+
+def _fp32_collection(client: pgcite.Client, monkeypatch: pytest.MonkeyPatch,
+                     name: str) -> pgcite.Collection:
+    """A collection made as before int8 was the default (or with PGCITE_EMBED_BACKEND=onnx)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(client, "settings", _on(client.settings, "onnx"))
+        return client.create_collection(name)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +130,7 @@ def test_snapshot_is_queried_with_its_own_variant(client: pgcite.Client,
     """fp32 snapshot, then an int8 re-embed of it: each is queried with its own model whatever
     PGCITE_EMBED_BACKEND the querying process has, and the int8 one stores int8 vectors."""
     fp32, int8 = pair
-    col = client.create_collection("int8_switch")
+    col = _fp32_collection(client, monkeypatch, "int8_switch")
     assert col.ingest([DIARY], progress=False).activated
     old = col.active_snapshot()
     assert old.embed_model == fp32.spec.model_key
@@ -153,10 +162,10 @@ def test_snapshot_is_queried_with_its_own_variant(client: pgcite.Client,
     client.drop_collection("int8_switch")
 
 
-def test_mixing_fp32_and_int8_is_refused(client: pgcite.Client,
+def test_mixing_fp32_and_int8_is_refused(client: pgcite.Client, monkeypatch: pytest.MonkeyPatch,
                                          pair: tuple[Embedder, Embedder]) -> None:
     fp32, int8 = pair
-    col = client.create_collection("int8_refuse")
+    col = _fp32_collection(client, monkeypatch, "int8_refuse")
     assert col.ingest([DIARY], progress=False).activated
     # A build with int8 into an fp32 collection must replace every document (no mixed snapshot)
     with pytest.raises(ConfigError, match=r"\+int8 must hold every document"):
@@ -170,3 +179,34 @@ def test_mixing_fp32_and_int8_is_refused(client: pgcite.Client,
     other = int8.spec.model_copy(update={"version": "0" * 64}).model_key
     with pytest.raises(EmbedderError, match="embedded with"):
         embedder_for_key(other, client.settings)
+
+
+def test_int8_is_the_default_for_new_minilm_collections_only(
+        client: pgcite.Client, monkeypatch: pytest.MonkeyPatch,
+        pair: tuple[Embedder, Embedder]) -> None:
+    """Issue 38: with no PGCITE_EMBED_BACKEND a new MiniLM collection records the int8 key; an
+    fp32 collection made before keeps fp32 for its ingests and queries; fp32 is one setting
+    away; a folder of the user's own (int8 unmeasured there) stays fp32 unless asked."""
+    fp32, int8 = pair
+    assert Settings().embed_backend == "auto" == client.settings.embed_backend
+    assert concrete_backend(MODEL, "auto") == "onnx-int8"
+    assert concrete_backend("st:/models/mine", "auto") == "onnx"
+    assert concrete_backend("st:/models/mine", "onnx-int8") == "onnx-int8"
+    assert concrete_backend(MODEL, "onnx") == "onnx" and concrete_backend(MODEL, "torch") == "torch"
+
+    new = client.create_collection("int8_default")
+    assert new.info.embedder.model_key == int8.spec.model_key
+    assert new.ingest([DIARY], progress=False).activated
+    assert new.active_snapshot().embed_model == int8.spec.model_key
+    assert new.search("the great fire", top_k=2).embedding_model == int8.spec.model_key
+
+    old = _fp32_collection(client, monkeypatch, "int8_default_old")
+    assert old.info.embedder.model_key == fp32.spec.model_key
+    report = old.ingest([DIARY], progress=False)  # under auto: the collection's own model
+    assert report.activated and old.active_snapshot().embed_model == fp32.spec.model_key
+    assert old.search("the great fire", top_k=2).embedding_model == fp32.spec.model_key
+
+    monkeypatch.setenv("PGCITE_EMBED_BACKEND", "onnx")
+    assert load_embedder(MODEL, Settings()).spec.model_key == fp32.spec.model_key
+    for name in ("int8_default", "int8_default_old"):
+        client.drop_collection(name)

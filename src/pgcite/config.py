@@ -70,12 +70,15 @@ class Settings(BaseSettings):
         description="seconds of keyword-index merges after each build (0: none)")
     embed_batch_size: int = Field(default=32, ge=1, le=4096)
     # How the packaged MiniLM and ``st:`` folders run: onnx (a graph exported here from the same
-    # weights, same vectors to cosine 0.9999, faster: bench/results/embedding), onnx-int8 (that
-    # graph quantised: faster again, vectors ≈ 0.995 cosine to fp32, hence its own model key)
-    # or torch. It picks the model of NEW collections and builds; a query always runs the
-    # backend its snapshot's model key records.
-    embed_backend: Literal["onnx", "onnx-int8", "torch"] = Field(
-        default="onnx", description="runtime of local sentence-transformers models")
+    # weights, same vectors to cosine 0.9999, faster than torch: bench/results/embedding),
+    # onnx-int8 (that graph quantised: faster again, vectors ≈ 0.995 cosine to fp32, hence its
+    # own model key) or torch. auto (the default): int8 for the packaged MiniLM, where it was
+    # measured (embed/_registry.py, INT8_BY_DEFAULT), onnx fp32 for other folders. It picks the
+    # model of NEW collections and builds; a query always runs the backend its snapshot's model
+    # key records, and an existing collection keeps its model.
+    embed_backend: Literal["auto", "onnx", "onnx-int8", "torch"] = Field(
+        default="auto", description="runtime of local sentence-transformers models (auto: "
+        "int8 for the packaged MiniLM, onnx fp32 for other folders; onnx: fp32)")
     embed_threads: int | None = Field(
         default=None, ge=1, le=256,
         description="threads embedding documents at once on the onnx backends, one text"

@@ -57,21 +57,33 @@ def insert_chunk_entities(conn: psycopg.Connection, info: CollectionInfo, versio
                           by_ordinal: Mapping[int, Sequence[Mention]],
                           model: str | None) -> int:
     """Store a version's entities (chunks looked up by ordinal) and which model read it."""
-    conn.execute(sql.SQL(
-        "INSERT INTO {s}.entity_runs (version_pk, model) VALUES (%s, %s)"
-        " ON CONFLICT (version_pk) DO NOTHING").format(s=info.schema_id), (version_pk, model))
-    if not by_ordinal:
+    return insert_entities(conn, info, {version_pk: by_ordinal}, model)
+
+
+def insert_entities(conn: psycopg.Connection, info: CollectionInfo,
+                    versions: Mapping[int, Mapping[int, Sequence[Mention]]],
+                    model: str | None) -> int:
+    """Store the entities of many versions (version_pk -> chunk ordinal -> mentions) and which
+    model read each, in two statements; returns how many (chunk, entity) rows it wrote."""
+    if not versions:
         return 0
-    pks: dict[int, int] = dict(conn.execute(sql.SQL(
-        "SELECT ordinal, chunk_pk FROM {s}.chunks WHERE version_pk = %s").format(
-            s=info.schema_id), (version_pk,)).fetchall())
-    rows = [(pks[ordinal], m.key, m.label, m.text[:MAX_KEY_LENGTH], m.count)
-            for ordinal, mentions in by_ordinal.items() if ordinal in pks for m in mentions]
-    with conn.cursor() as cur:
-        cur.executemany(sql.SQL(
-            "INSERT INTO {s}.chunk_entities (chunk_pk, key, label, mention, mentions)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING").format(s=info.schema_id),
-            rows)
+    conn.execute(sql.SQL(
+        "INSERT INTO {s}.entity_runs (version_pk, model) SELECT unnest(%s::bigint[]), %s"
+        " ON CONFLICT (version_pk) DO NOTHING").format(s=info.schema_id),
+        (list(versions), model))
+    rows = [(pk, ordinal, m.key, m.label, m.text[:MAX_KEY_LENGTH], m.count)
+            for pk, by_ordinal in versions.items()
+            for ordinal, mentions in by_ordinal.items() for m in mentions]
+    if not rows:
+        return 0
+    columns = list(zip(*rows, strict=True))
+    conn.execute(sql.SQL(
+        "INSERT INTO {s}.chunk_entities (chunk_pk, key, label, mention, mentions)"
+        " SELECT c.chunk_pk, e.key, e.label, e.mention, e.mentions"
+        " FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::int[])"
+        " AS e(version_pk, ordinal, key, label, mention, mentions)"
+        " JOIN {s}.chunks c ON c.version_pk = e.version_pk AND c.ordinal = e.ordinal"
+        " ON CONFLICT DO NOTHING").format(s=info.schema_id), [list(c) for c in columns])
     return len(rows)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pgcite.store._entities import Mention, entity_key
+from pgcite.store._entity_cache import Found
 
 log = logging.getLogger("pgcite.entities")
 
@@ -55,22 +56,31 @@ class Recognizer:
         self.nlp = nlp
         self.name = name  # package@version, recorded per ingested version
 
+    def found(self, texts: Sequence[str]) -> list[Found]:
+        """What the model finds in each text, as it is: (label, text) of every entity, in
+        order (what store/_entity_cache.py keeps)."""
+        return [[(ent.label_, ent.text) for ent in doc.ents]
+                for doc in self.nlp.pipe(texts, batch_size=BATCH_SIZE)]
+
     def entities(self, texts: Sequence[str]) -> list[list[Mention]]:
         """The entities of each text: one Mention per key, its first label and spelling."""
-        out: list[list[Mention]] = []
-        for doc in self.nlp.pipe(texts, batch_size=BATCH_SIZE):
-            found: dict[str, Mention] = {}
-            for ent in doc.ents:
-                if ent.label_ not in LABELS:
-                    continue
-                key = entity_key(ent.text)
-                if not key or key.isdigit():
-                    continue
-                seen = found.get(key)
-                found[key] = (Mention(key, ent.label_, ent.text.strip()) if seen is None
-                              else Mention(key, seen.label, seen.text, seen.count + 1))
-            out.append(list(found.values()))
-        return out
+        return [mentions(found) for found in self.found(texts)]
+
+
+def mentions(found: Found) -> list[Mention]:
+    """The kept entities of one text's model output: one Mention per normalised key, with its
+    first label and spelling and how often the text names it."""
+    out: dict[str, Mention] = {}
+    for label, text in found:
+        if label not in LABELS:
+            continue
+        key = entity_key(text)
+        if not key or key.isdigit():
+            continue
+        seen = out.get(key)
+        out[key] = (Mention(key, label, text.strip()) if seen is None
+                    else Mention(key, seen.label, seen.text, seen.count + 1))
+    return list(out.values())
 
 
 @functools.lru_cache(maxsize=8)

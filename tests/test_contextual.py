@@ -18,7 +18,7 @@ import pgcite
 from pgcite._types import ChunkDraft, Document, Unit
 from pgcite.config import Settings
 from pgcite.embed._registry import load_embedder
-from pgcite.ingest import _pipeline, _reembed
+from pgcite.ingest import _flow, _reembed
 from pgcite.ingest._chunking import (
     HEADER_MAX_CHARS,
     MIN_BODY_TOKENS,
@@ -132,7 +132,7 @@ class Recorder:
 
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
-    return Recorder(monkeypatch, _pipeline)
+    return Recorder(monkeypatch, _flow)
 
 
 @pytest.fixture

@@ -384,6 +384,62 @@ def test_entities_read_beside_the_embedding_land_on_their_own_chunks(
     client.drop_collection("entities_groups")
 
 
+@needs_model
+def test_a_renamed_file_reads_no_entity_again(client: pgcite.Client, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: entities are cached by chunk text like embeddings. The same records under
+    another file name are new versions (their source changed) whose chunks the model never
+    reads again: the same entities land on the new chunks, from the cache. An edited record
+    is read; another collection's cache is its own; the rows go with the collection."""
+    path = tmp_path / "navy.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    for name in ("entities_cache", "entities_cache_other"):
+        client.drop_collection(name, missing_ok=True)
+    col = client.create_collection("entities_cache")
+    first = col.ingest([path], progress=False)
+    assert first.entities_cached == 0 and first.entities > 0
+    stored = _rows(col, "SELECT c.id, e.key, e.label, e.mention, e.mentions FROM {s}.chunks c"
+                        " JOIN {s}.chunk_entities e USING (chunk_pk)")
+
+    recognizer = recognizer_for("english")
+    assert recognizer is not None
+    read: list[str] = []
+    real = recognizer.found
+
+    def counting(texts: list[str]) -> list[list[tuple[str, str]]]:
+        read.extend(texts)
+        return real(texts)
+
+    monkeypatch.setattr(recognizer, "found", counting)
+    renamed = path.rename(tmp_path / "navy-renamed.jsonl")
+    again = col.ingest([renamed], progress=False)
+    assert again.new_versions == len(DOCS) and again.embedded == 0  # every version new
+    assert read == [] and again.entities_cached == again.chunks_added == len(DOCS)
+    assert again.entities == first.entities and again.entity_model == first.entity_model
+    live = _rows(col, "SELECT c.id, e.key, e.label, e.mention, e.mentions"
+                      " FROM {s}.snapshot_members m JOIN {s}.chunks c USING (version_pk)"
+                      " JOIN {s}.chunk_entities e USING (chunk_pk)"
+                      " WHERE m.snapshot_id = (SELECT snapshot_id FROM {s}.active)")
+    assert sorted(live) == sorted(stored) and stored  # the same entities, on the new chunks
+
+    edited = [dict(d, text=d["text"] + " Then home to Mrs. Knipp.") if d["_id"] == "e-lute"
+              else d for d in DOCS]
+    renamed.write_text("".join(json.dumps(d) + "\n" for d in edited))
+    third = col.ingest([renamed], progress=False)
+    assert third.new_versions == 1 and len(read) == 1 and "Knipp" in read[0]
+    assert third.entities_cached == 0
+
+    other = client.create_collection("entities_cache_other")
+    assert other.ingest([path.with_name("navy-renamed.jsonl")],
+                        progress=False).entities_cached == 0  # its own cache
+    client.drop_collection("entities_cache")
+    with client.db.connect() as conn:
+        left = conn.execute("SELECT count(*) FROM pgcite.entity_cache WHERE collection = %s",
+                            ("entities_cache",)).fetchone()
+    assert left == (0,)
+    client.drop_collection("entities_cache_other")
+
+
 def test_entities_off_reads_nothing(client: pgcite.Client, tmp_path: Path) -> None:
     path = tmp_path / "off.jsonl"
     path.write_text(json.dumps({"_id": "off-1", "date": "1700-01-01",

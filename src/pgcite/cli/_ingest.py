@@ -28,6 +28,8 @@ def print_report(report: IngestReport) -> None:
         f"({report.new_versions} new or changed, {report.unchanged} unchanged), "
         f"{report.chunks_added} chunks added, {report.embedded} embedded, {report.cached} from "
         f"cache, {report.skipped} skipped, {len(report.failed)} failed, {report.seconds:.1f} s"
+        + (f" ({report.chunks_added / report.seconds:.1f} chunks/s)"
+           if report.chunks_added and report.seconds else "")
     )
     for change in report.changes:
         source = f" ({change.source})" if change.source else ""
@@ -51,6 +53,8 @@ def print_report(report: IngestReport) -> None:
                           soft_wrap=True)
     if report.entity_model is not None:
         console.print(f"{report.entities} entity mentions ({report.entity_model})"
+                      + (f", {report.entities_cached} chunks' from cache"
+                         if report.entities_cached else "")
                       + (f", {report.aliases} aliases" if report.aliases else ""),
                       highlight=False)
     if report.staged:

@@ -21,28 +21,26 @@ import hashlib
 import json
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import psycopg
 from pydantic import BaseModel, Field
 
 from pgcite._errors import ConfigError, LoadError, TimeBudgetExceeded
-from pgcite._progress import progress_bar
-from pgcite._types import ChunkDraft, Contextual, Document
+from pgcite._types import Document
 from pgcite.config import Settings
-from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
+from pgcite.embed._base import Embedder, EmbedderSpec
 from pgcite.embed._registry import embedder_for, load_embedder
 from pgcite.index import MergeReport
 from pgcite.ingest import _ocr
 from pgcite.ingest._catalogue import Catalogue
-from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._chunking import embedding_text as embedding_text  # re-exported
-from pgcite.ingest._entities import Recognizer, recognizer_for
 from pgcite.ingest._entities import missing as entities_missing
+from pgcite.ingest._flow import StoreVersions, write_documents
+from pgcite.ingest._flow import embed_texts as embed_texts  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
 from pgcite.ingest._provenance import FieldChange, Stored, changes, record, settle, stored_documents
+from pgcite.ingest._stages import StageClock, StageTime
 from pgcite.llm import ChatModel
 from pgcite.store._collections import (
     CollectionInfo,
@@ -51,12 +49,9 @@ from pgcite.store._collections import (
     get_collection,
 )
 from pgcite.store._database import Database
-from pgcite.store._embedding_cache import EmbedCounts, embed_with_cache
 from pgcite.store._entities import (
-    Mention,
     alias_keys,
     derive_initial_aliases,
-    insert_chunk_entities,
     read_alias_file,
     save_user_aliases,
 )
@@ -65,7 +60,6 @@ from pgcite.store._snapshots import (
     active_snapshot,
     build_snapshot,
     find_versions,
-    insert_version,
     lock_activations,
     lock_versions,
     plan_snapshot,
@@ -110,6 +104,7 @@ class IngestReport(BaseModel):
     situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
     situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header
     entities: int = 0  # (chunk, entity) pairs recognised in the new chunks
+    entities_cached: int = 0  # new chunks whose entities came from the entity cache
     entity_model: str | None = None  # the NER pipeline that read them; None: none available
     aliases: int = 0  # user aliases stored from --aliases
     failed: list[Failure] = Field(default_factory=list)
@@ -124,6 +119,8 @@ class IngestReport(BaseModel):
     gate: str | None = None  # the activation gate's outcome, when the collection has one
     merged: MergeReport | None = None  # the keyword index's merges after the build
     seconds: float = 0.0
+    # where the time went: wall and CPU seconds per stage (ingest/_stages.py)
+    stages: dict[str, StageTime] = Field(default_factory=dict)
 
 
 def chunk_budget(settings: CollectionSettings, spec: EmbedderSpec) -> int:
@@ -168,21 +165,6 @@ def other_embedder(
         with db.transaction() as conn:
             ensure_vector_index(conn, info.schema_name, embedder.spec, info.settings.halfvec)
     return embedder
-
-
-def embed_texts(
-    db: Database, embedder: Embedder, texts: Sequence[str], report: IngestReport, *,
-    label: str, progress: bool, batch_size: int,
-) -> Vectors:
-    """Embed through the cache with a progress bar; counts go into ``report``."""
-    with progress_bar(progress) as bar:
-        task = bar.add_task(f"{label} ({embedder.spec.id})", total=len(texts))
-        vectors, counts = embed_with_cache(
-            db, embedder, texts, scope=report.collection, batch_size=batch_size,
-            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
-        )
-    report.embedded, report.cached = counts.embedded, counts.cached
-    return vectors
 
 
 def _load(
@@ -319,28 +301,31 @@ def ingest(
                 else other_embedder(db, info, embedder_id, settings, replace=replace))
     spec = info.embedder if embedder is None else embedder.spec
     report = IngestReport(collection=collection)
+    clock = StageClock(db)
     user_aliases = alias_keys(read_alias_file(aliases)) if aliases is not None else {}
     if user_aliases and info.settings.entities == "auto" and (
             why := entities_missing(info.ts_config)):
         report.warnings.append(f"{why}: the aliases are kept, but no passage's entities are read")
-    loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
-                   dates_from_timestamps, _ocr.tesseract_language(info.ts_config),
-                   _ocr_limits(settings, deadline), deadline)
-    docs, stored = _settle(db, info, loaded)
-    report.documents = len(docs)
-    report.undated = sum(is_undated(doc) for doc in docs)
-    hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}
-    with db.connect() as conn:
-        existing = find_versions(conn, info, list(hashes.items()))
-    fresh = [d for d in docs if (d.document_id, hashes[d.document_id]) not in existing]
-    report.unchanged = len(docs) - len(fresh)
-    report.changes = [change for doc in fresh if doc.document_id in stored
-                      for change in changes(doc, stored[doc.document_id])]
-    # an unchanged version records where its values come from now (a catalogue may give what
-    # the file gave, an old version recorded none): the next run keeps what the user gave
-    sources = {existing[(d.document_id, hashes[d.document_id])]: record(d) for d in docs
-               if (d.document_id, hashes[d.document_id]) in existing and d.document_id in stored
-               and stored[d.document_id].sources != d.provenance}
+    with clock("load"):
+        loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
+                       dates_from_timestamps, _ocr.tesseract_language(info.ts_config),
+                       _ocr_limits(settings, deadline), deadline)
+        docs, stored = _settle(db, info, loaded)
+        report.documents = len(docs)
+        report.undated = sum(is_undated(doc) for doc in docs)
+        hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}
+        with db.connect() as conn:
+            existing = find_versions(conn, info, list(hashes.items()))
+        fresh = [d for d in docs if (d.document_id, hashes[d.document_id]) not in existing]
+        report.unchanged = len(docs) - len(fresh)
+        report.changes = [change for doc in fresh if doc.document_id in stored
+                          for change in changes(doc, stored[doc.document_id])]
+        # an unchanged version records where its values come from now (a catalogue may give
+        # what the file gave, an old version recorded none): the next run keeps what the user
+        # gave
+        sources = {existing[(d.document_id, hashes[d.document_id])]: record(d) for d in docs
+                   if (d.document_id, hashes[d.document_id]) in existing
+                   and d.document_id in stored and stored[d.document_id].sources != d.provenance}
 
     if embedder is None and fresh:
         embedder = embedder_for(info.embedder, settings)
@@ -348,20 +333,22 @@ def ingest(
         existing_by_doc = {doc_id: pk for (doc_id, _), pk in existing.items()}
         _stage(db, info, embedder, fresh, existing_by_doc, hashes, spec, report, settings,
                corpus_version=corpus_version, chat=chat, progress=progress,
-               user_aliases=user_aliases, batch=stage_batch)
-        report.seconds = round(time.monotonic() - started, 3)
-        return report
-    chunked, vectors, mentions = _chunk_and_embed(db, embedder, fresh, info, spec, report,
-                                                  settings, chat=chat, progress=progress)
-    if deadline is not None:
-        deadline.check()  # what was embedded stays in the cache: a retry is cheaper
+               user_aliases=user_aliases, batch=stage_batch, clock=clock)
+        return _finish(report, clock, started)
 
+    # The one transaction opens before chunking: each group of chunks is stored (its HNSW and
+    # GIN entries written by the server) while the next ones are embedded, and none of it is
+    # visible to anyone until the commit below, so the ingest stays all or nothing.
     with db.transaction() as conn:
         conn.execute("SET LOCAL synchronous_commit = on")
+        new_pks: dict[str, int] = {}
+        write_documents(db, embedder, fresh, info, chunk_budget(info.settings, spec), report,
+                        settings, chat=chat, progress=progress, clock=clock, sink=StoreVersions(
+                            conn, info, hashes, spec, corpus_version, report, clock, new_pks))
         lock_versions(conn, info, existing.values())  # gc may have run since find_versions
+        if deadline is not None:
+            deadline.check()  # nothing is committed; what was embedded stays in the cache
         record_provenance(conn, info, sources)
-        new_pks = _store_versions(conn, info, chunked, vectors, mentions, hashes, spec,
-                                  corpus_version, report)
         _store_aliases(conn, info, user_aliases, bool(new_pks), report)
         wanted = {**{doc_id: pk for (doc_id, _), pk in existing.items()}, **new_pks}
         if activate:
@@ -371,59 +358,36 @@ def ingest(
                              content_id=None if current is None else current.snapshot_id)
         if (replace and not wanted) or (not replace and not wanted and current is None) \
                 or plan.unchanged:
-            report.seconds = round(time.monotonic() - started, 3)
-            return report  # nothing would change: no new snapshot
-        report.snapshot_id = build_snapshot(
-            conn, info, plan, spec=spec, corpus_version=corpus_version,
-            note=f"ingest of {', '.join(str(p) for p in paths)[:200]}",
-        )
-        if activate:
-            activate_snapshot(conn, info, report.snapshot_id, spec=spec)
-            report.activated = True
-    # after the commit: the build's transaction stays short
-    report.merged = after_build(db.transaction, info, report.snapshot_id,
-                                chunks_added=report.chunks_added, settings=settings)
+            return _finish(report, clock, started)  # nothing would change: no new snapshot
+        with clock("snapshot", conn):  # its keyword index entries, activation
+            report.snapshot_id = build_snapshot(
+                conn, info, plan, spec=spec, corpus_version=corpus_version,
+                note=f"ingest of {', '.join(str(p) for p in paths)[:200]}",
+            )
+            if activate:
+                activate_snapshot(conn, info, report.snapshot_id, spec=spec)
+                report.activated = True
+        committing = time.perf_counter()
+    clock.add("commit", wall=time.perf_counter() - committing, cpu=0.0)
+    # after the commit (the build's transaction stays short): statistics, the index's merges
+    with clock("statistics"):
+        report.merged = after_build(clock.timing("statistics", db.transaction), info,
+                                    report.snapshot_id, chunks_added=report.chunks_added,
+                                    settings=settings)
+    return _finish(report, clock, started)
+
+
+def _finish(report: IngestReport, clock: StageClock, started: float) -> IngestReport:
     report.seconds = round(time.monotonic() - started, 3)
+    report.stages = clock.report()
     return report
-
-
-def _store_versions(
-    conn: psycopg.Connection, info: CollectionInfo,
-    chunked: list[tuple[Document, list[ChunkDraft]]], vectors: Vectors,
-    mentions: list[list[Mention]], hashes: dict[str, str], spec: EmbedderSpec,
-    corpus_version: str | None, report: IngestReport,
-) -> dict[str, int]:
-    """Store the chunked documents as versions (with their chunks, vectors and entities) in the
-    caller's transaction; returns document_id -> version_pk and counts them in ``report``."""
-    new_pks: dict[str, int] = {}
-    offset = 0
-    for doc, chunks in chunked:
-        new_pks[doc.document_id] = insert_version(
-            conn, info, document_id=doc.document_id, content_hash=hashes[doc.document_id],
-            source=doc.source, chunks=chunks, vectors=vectors[offset: offset + len(chunks)],
-            spec=spec, corpus_version=corpus_version, provenance=record(doc),
-        )
-        insert_chunk_entities(
-            conn, info, new_pks[doc.document_id],
-            {c.ordinal: m for c, m in zip(chunks, mentions[offset: offset + len(chunks)],
-                                          strict=True) if m},
-            report.entity_model)
-        offset += len(chunks)
-    report.new_versions += len(new_pks)
-    report.chunks_added += offset
-    return new_pks
-
-
-# Counters of a staging batch's report that add up into the run's.
-_BATCH_COUNTS = ("embedded", "cached", "skipped", "situated", "situate_fallbacks", "entities",
-                 "new_versions", "chunks_added", "staged")
 
 
 def _stage(
     db: Database, info: CollectionInfo, embedder: Embedder | None, fresh: list[Document],
     existing: dict[str, int], hashes: dict[str, str], spec: EmbedderSpec, report: IngestReport,
     settings: Settings, *, corpus_version: str | None, chat: ChatModel | None, progress: bool,
-    user_aliases: dict[str, str], batch: int,
+    user_aliases: dict[str, str], batch: int, clock: StageClock,
 ) -> None:
     """Store the documents for a later build (store._staged), ``batch`` at a time, each batch in
     its own transaction: its versions, chunks, vectors and a segment with their postings. No
@@ -437,50 +401,17 @@ def _stage(
         if existing:
             stage_versions(conn, info, existing, written=())
             report.staged += len(existing)
+    budget = chunk_budget(info.settings, spec)
     for start in range(0, len(fresh), max(1, batch)):
-        part = IngestReport(collection=info.name)
-        group = fresh[start: start + batch]
-        chunked, vectors, mentions = _chunk_and_embed(db, embedder, group, info, spec, part,
-                                                      settings, chat=chat, progress=progress)
         with db.transaction() as conn:
             conn.execute("SET LOCAL synchronous_commit = on")
-            written = _store_versions(conn, info, chunked, vectors, mentions, hashes, spec,
-                                      corpus_version, part)
+            written: dict[str, int] = {}
+            write_documents(db, embedder, fresh[start: start + batch], info, budget, report,
+                            settings, chat=chat, progress=progress, clock=clock,
+                            sink=StoreVersions(conn, info, hashes, spec, corpus_version, report,
+                                               clock, written))
             stage_versions(conn, info, written, written=list(written.values()))
-            part.staged = len(written)
-        for name in _BATCH_COUNTS:
-            setattr(report, name, getattr(report, name) + getattr(part, name))
-        report.entity_model = part.entity_model or report.entity_model
-
-
-def _entity_reader(info: CollectionInfo) -> Recognizer | None:
-    """The collection's entity pipeline, or None (entities off, or none for its language)."""
-    return recognizer_for(info.ts_config) if info.settings.entities == "auto" else None
-
-
-def _recognise(info: CollectionInfo, chunked: list[tuple[Document, list[ChunkDraft]]],
-               report: IngestReport, progress: bool) -> list[list[Mention]]:
-    """The entities of every fresh chunk, in order (all empty without a pipeline)."""
-    bodies = [c.body for _, chunks in chunked for c in chunks]
-    recognizer = _entity_reader(info) if bodies else None
-    if recognizer is None:
-        return [[] for _ in bodies]
-    found: list[list[Mention]] = []
-    with progress_bar(progress) as bar:
-        task = bar.add_task(f"entities ({recognizer.name})", total=len(bodies))
-        step = 512
-        for start in range(0, len(bodies), step):
-            found += _read_entities(recognizer, bodies[start: start + step], report)
-            bar.update(task, completed=len(found))
-    return found
-
-
-def _read_entities(recognizer: Recognizer, bodies: list[str],
-                   report: IngestReport) -> list[list[Mention]]:
-    found = recognizer.entities(bodies)
-    report.entity_model = recognizer.name  # only once a chunk was read: None says no run
-    report.entities += sum(len(m) for m in found)
-    return found
+            report.staged += len(written)
 
 
 def _store_aliases(conn: psycopg.Connection, info: CollectionInfo, user: dict[str, str], changed: bool,
@@ -491,148 +422,3 @@ def _store_aliases(conn: psycopg.Connection, info: CollectionInfo, user: dict[st
         report.aliases = len(user)
     if user or changed:
         derive_initial_aliases(conn, info)
-
-
-Chunked = list[tuple[Document, list[ChunkDraft]]]
-
-
-def _chunk_and_embed(
-    db: Database, embedder: Embedder | None, fresh: list[Document], info: CollectionInfo,
-    spec: EmbedderSpec, report: IngestReport, settings: Settings, *, chat: ChatModel | None,
-    progress: bool,
-) -> tuple[Chunked, Vectors, list[list[Mention]]]:
-    """Chunk the fresh documents, embed their chunks (through the cache) and recognise their
-    entities, in order.
-
-    Chunking, embedding and entity recognition overlap: documents are chunked on this thread
-    while one worker embeds (and commits to the cache) the chunks of the documents before, a
-    group of :data:`_GROUP_BATCHES` batches at a time, and this thread reads each group's
-    entities once it is handed over (the embedder and spaCy's parser release the GIL). A failure
-    anywhere raises before the caller's one transaction, so the ingest stays all or nothing.
-    A ``contextual = "llm"`` collection situates every chunk first, then embeds, then reads.
-    """
-    empty = np.zeros((0, spec.dim), dtype=np.float32)
-    if embedder is None or not fresh:
-        return [], empty, []
-    budget = chunk_budget(info.settings, spec)
-    contextual = info.settings.contextual
-    if contextual == "llm":
-        chunked = _chunk_all(fresh, embedder, budget, contextual, report)
-        if chunked:
-            chunked = _situate(chunked, chat, embedder, report, settings, progress)
-        texts = [embedding_text(c, contextual) for _, chunks in chunked for c in chunks]
-        vectors = (embed_texts(db, embedder, texts, report, label="embedding",
-                               progress=progress, batch_size=settings.embed_batch_size)
-                   if texts else empty)
-        return chunked, vectors, _recognise(info, chunked, report, progress)
-    return _overlapped(db, embedder, fresh, budget, contextual, report, settings, progress,
-                       _entity_reader(info))
-
-
-_GROUP_BATCHES = 8  # batches per hand-over: small enough to overlap, few hand-overs
-
-
-def _overlapped(
-    db: Database, embedder: Embedder, fresh: list[Document], budget: int,
-    contextual: Contextual, report: IngestReport, settings: Settings, progress: bool,
-    recognizer: Recognizer | None,
-) -> tuple[Chunked, Vectors, list[list[Mention]]]:
-    """Producer (chunking, then each handed-over group's entities, here) and consumer
-    (embedding, one worker thread), in order.
-
-    Reading entities here while the worker embeds is measured faster on 2 cores now that the
-    onnx embedder runs each text on one thread (bench/embedding.py, "ingest" rows); with its
-    all-core kernels it was slower, since a third busy thread stalled every parallel kernel."""
-    chunked: Chunked = []
-    mentions: list[list[Mention]] = []
-    futures: list[Future[tuple[Vectors, EmbedCounts]]] = []
-    group = settings.embed_batch_size * _GROUP_BATCHES
-    with progress_bar(progress) as bar, ThreadPoolExecutor(
-            1, thread_name_prefix="pgcite-embed") as worker:
-        task = bar.add_task(f"embedding ({embedder.spec.id})", total=0)
-        ents = (None if recognizer is None
-                else bar.add_task(f"entities ({recognizer.name})", total=0))
-        submitted = 0
-
-        def hand_over(texts: list[str], bodies: list[str]) -> None:
-            nonlocal submitted
-            base, submitted = submitted, submitted + len(texts)
-            bar.update(task, total=submitted)
-            futures.append(worker.submit(
-                embed_with_cache, db, embedder, texts, scope=report.collection,
-                batch_size=settings.embed_batch_size,
-                on_progress=lambda done, _total: bar.update(task, completed=base + done)))
-            if recognizer is None or ents is None:
-                mentions.extend([] for _ in bodies)
-                return
-            bar.update(ents, total=submitted)
-            mentions.extend(_read_entities(recognizer, bodies, report))
-            bar.update(ents, completed=len(mentions))
-
-        pending: list[ChunkDraft] = []
-        for doc in fresh:
-            if futures and futures[-1].done() and futures[-1].exception() is not None:
-                break  # the embedder failed: stop chunking, raise it below
-            chunks = _chunk_one(doc, embedder, budget, contextual, report)
-            if chunks:
-                chunked.append((doc, chunks))
-                pending += chunks
-            if len(pending) >= group:
-                hand_over([embedding_text(c, contextual) for c in pending],
-                          [c.body for c in pending])
-                pending = []
-        if pending:
-            hand_over([embedding_text(c, contextual) for c in pending], [c.body for c in pending])
-        results = [future.result() for future in futures]
-    report.embedded = sum(counts.embedded for _, counts in results)
-    report.cached = sum(counts.cached for _, counts in results)
-    vectors = (np.concatenate([v for v, _ in results]) if results
-               else np.zeros((0, embedder.spec.dim), dtype=np.float32))
-    return chunked, vectors, mentions
-
-
-def _chunk_one(doc: Document, embedder: Embedder, budget: int, contextual: Contextual,
-               report: IngestReport) -> list[ChunkDraft]:
-    chunks = chunk_document(doc, count_tokens=embedder.count_tokens, max_tokens=budget,
-                            contextual=contextual)
-    if not chunks:
-        report.skipped += 1  # nothing but whitespace
-    return chunks
-
-
-def _chunk_all(fresh: list[Document], embedder: Embedder, budget: int, contextual: Contextual,
-               report: IngestReport) -> list[tuple[Document, list[ChunkDraft]]]:
-    return [(doc, chunks) for doc in fresh
-            if (chunks := _chunk_one(doc, embedder, budget, contextual, report))]
-
-
-def _situate(chunked: list[tuple[Document, list[ChunkDraft]]], chat: ChatModel | None,
-             embedder: Embedder | None, report: IngestReport, settings: Settings,
-             progress: bool) -> list[tuple[Document, list[ChunkDraft]]]:
-    """Every fresh chunk with its LLM situating sentence (contextual = "llm")."""
-    from pgcite.ingest._situate import situate_documents
-
-    if chat is None:
-        raise ConfigError("contextual = llm needs a chat model to write situating sentences",
-                          hint="set PGCITE_LLM (and PGCITE_LLM_BASE_URL / _MODEL), or pgcite "
-                          "collection set NAME --contextual header")
-    assert embedder is not None
-    with progress_bar(progress) as bar:
-        task = bar.add_task("situating", total=sum(len(c) for _, c in chunked))
-        situated = situate_documents(chat, chunked, count_tokens=embedder.count_tokens,
-                                     timeout_s=settings.llm_timeout_s,
-                                     workers=_situate_workers(chat, settings),
-                                     advance=lambda: bar.advance(task, 1))
-    out: list[tuple[Document, list[ChunkDraft]]] = []
-    for (doc, chunks), (drafts, failed) in zip(chunked, situated, strict=True):
-        report.situated += len(chunks) - failed
-        report.situate_fallbacks += failed
-        out.append((doc, drafts))
-    return out
-
-
-def _situate_workers(chat: ChatModel, settings: Settings) -> int:
-    """How many situating calls may be in flight at once: PGCITE_LLM_CONCURRENCY, or fewer if
-    the model says it serves fewer (in-process llama.cpp: one)."""
-    limit = getattr(chat, "max_concurrency", None)
-    return settings.llm_concurrency if limit is None else max(1, min(limit, settings.llm_concurrency))

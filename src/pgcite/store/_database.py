@@ -72,6 +72,20 @@ class Database:
         """How many times the embedded server was restarted: older connections are dead."""
         return self.supervisor.generation if self.supervisor is not None else 0
 
+    def backend_cpu_s(self, conn: psycopg.Connection) -> float | None:
+        """CPU seconds the server process behind ``conn`` has used so far, or None where it
+        cannot be read: only the embedded server runs on this machine (a server by URL may
+        be another one, where the pid means nothing here)."""
+        if not self.embedded:
+            return None
+        import psutil
+
+        try:
+            times = psutil.Process(conn.info.backend_pid).cpu_times()
+        except psutil.Error:
+            return None
+        return float(times.user + times.system)
+
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection]:
         """A connection inside one transaction: committed on success, rolled back on error."""

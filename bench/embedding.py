@@ -1,16 +1,17 @@
 """Embedding backends side by side in one run: torch (sentence-transformers) against ONNX
-Runtime fp32 and the opt-in int8 graph (PGCITE_EMBED_BACKEND=onnx-int8), each as it runs now (one
-text per run, a worker per core) and as it ran before (padded length buckets of 32 on an
-all-core session).
+Runtime fp32 and its int8 graph (the default for new collections since issue 38: auto; fp32 is
+PGCITE_EMBED_BACKEND=onnx), each as it runs now (one text per run, a worker per core) and as it
+ran before (padded length buckets of 32 on an all-core session).
 
     python bench/embedding.py                      # writes bench/results/embedding/
-    python bench/embedding.py --docs 100 --rounds 2 --queries 100 --scifact-full
+    python bench/embedding.py --docs 100 --rounds 3 --skip latency --scifact-full \
+        --out embedding/backends                   # issue 38's rows: speed and quality
 
 Sections, every variant interleaved round by round (the machine is shared: medians of rounds):
 - ingest: the whole pipeline (load, chunk, embed through the cache, entities, store, snapshot)
   on the first ``--docs`` SciFact abstracts, cold cache, per backend; chunks/s. The int8
-  backend runs once more with ``entities = off`` (what entity recognition costs), and once as
-  before: batched embedder, entities read after the embedding instead of alongside it.
+  backend runs once more with ``entities = off`` (what entity recognition costs). The whole
+  corpus's ingest, stage by stage, is bench/ingest.py's.
 - raw: the embedder alone on the same chunk texts in batches of 32 (torch in document order;
   torch given all texts at once, which sentence-transformers sorts by length; onnx and int8
   now, and batched as before).
@@ -19,8 +20,8 @@ Sections, every variant interleaved round by round (the machine is shared: media
 - quality: dense-leg nDCG@10 (exact cosine, numpy; int8 also batched as before) on a SciFact subset (the first
   ``--quality-queries`` train queries, their relevant abstracts plus as many distractors), on
   XQuAD en (whole corpus and queries) and with ``--scifact-full`` on all 5,183 SciFact abstracts
-  and 809 train claims (onnx fp32 and int8 only: torch is fp32 to cosine 0.9999, and the
-  slowest); the hybrid leg's other half (BM25) does not change with the backend.
+  and 809 train claims, every backend; the hybrid leg's other half (BM25) does not change with
+  the backend.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,6 @@ from pgcite.embed import Embedder
 from pgcite.embed._base import Vectors, text_sha256
 from pgcite.embed._onnx import OnnxEmbedder, _session
 from pgcite.embed._registry import load_embedder
-from pgcite.ingest import _pipeline
 from pgcite.ingest._chunking import chunk_document
 from pgcite.ingest._entities import recognizer_for
 from pgcite.ingest._loaders import iter_documents
@@ -77,30 +76,6 @@ class Batched:
             batch = order[start: start + self.batch_size]
             out[batch] = self.inner._run(self.session, [texts[i] for i in batch])
         return out
-
-
-@contextmanager
-def before(embedder: OnnxEmbedder, batched: Batched) -> Iterator[None]:
-    """The ingest as it was before: the batched embedder, and entities read after all the
-    embedding rather than on the chunking thread while the worker embeds."""
-    original = _pipeline._overlapped
-
-    def serial(db: Any, embedder_: Any, fresh: Any, budget: Any, contextual: Any, report: Any,
-               settings: Any, progress: Any, recognizer: Any) -> Any:
-        chunked, vectors, mentions = original(db, embedder_, fresh, budget, contextual, report,
-                                              settings, progress, None)
-        if recognizer is not None:
-            mentions = _pipeline._read_entities(
-                recognizer, [c.body for _, chunks in chunked for c in chunks], report)
-        return chunked, vectors, mentions
-
-    embedder.embed_documents = batched.embed_documents  # type: ignore[method-assign]
-    _pipeline._overlapped = serial  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        del embedder.embed_documents
-        _pipeline._overlapped = original
 
 
 def _chunk_texts(docs: list[Document], embedder: Embedder, budget: int,
@@ -249,10 +224,6 @@ def main() -> None:
                         name = f"ingest {backend}" + ("" if entities == "auto" else
                                                       f" (entities {entities})")
                         timings.setdefault(name, []).append(rate)
-                    with before(int8, batched["onnx-int8"]):
-                        timings.setdefault("ingest onnx-int8 (before: batched, entities "
-                                           "after)", []).append(
-                            _ingest_rate(c, source, texts, "onnx-int8", "auto"))
                 if "raw" not in args.skip:
                     for name, fn in raw.items():
                         started = time.perf_counter()
@@ -452,8 +423,8 @@ def _quality(embedders: dict[str, Any], n_queries: int, full: bool) -> dict[str,
     for name, (doc_ids, docs, queries, qrels) in data.items():
         row: dict[str, Any] = {"docs": len(docs), "queries": len(queries)}
         for variant, embedder in embedders.items():
-            if name == "scifact_full" and variant == "torch":
-                continue  # fp32 like onnx (cosine 0.9999, tests/test_onnx_embedder.py)
+            if name == "scifact_full" and "before" in variant:
+                continue  # measured before (bench/results/embedding/quality); the slowest
             d = embedder.embed_documents(docs)
             # queries ran one at a time before too: a batched variant's are its embedder's
             query = getattr(embedder, "inner", embedder).embed_query

@@ -14,11 +14,14 @@ round (the machine may be shared: compare within a run). Variants:
 - ``entities``: int8 MiniLM and spaCy's NER (the extra installed);
 - ``fp32``: ONNX fp32 MiniLM (``PGCITE_EMBED_BACKEND=onnx``), no entities;
 - ``store-after``: ``default`` with each group stored only after every chunk is embedded, as
-  before the overlapped flow (ingest/_flow.py): the server stores on one core, the other idle.
+  before the overlapped flow (ingest/_flow.py): the server stores on one core, the other idle;
+- ``no-hnsw``: ``default`` into a collection whose HNSW index was dropped (no product runs so):
+  the difference in the store stage's server CPU is what inserting into the index costs.
 
 Per run: the report's chunks/s; per stage (load, chunk, embed, entities, store, snapshot,
 commit, statistics) the wall seconds, this process's CPU seconds and the embedded server's
-(``IngestReport.stages``); how busy the cores were (CPU seconds of both processes over wall
+(``IngestReport.stages``), and within the snapshot stage the new BM25 segment's (timed here
+around store._segments.new_segment); how busy the cores were (CPU seconds of both processes over wall
 seconds); chunks per CPU second, which a busy machine distorts less than chunks/s. The first
 round's collections are then ingested again: from the same folder renamed (document ids and
 sources are relative to the folder: nothing changes) and with the file renamed (every document
@@ -44,13 +47,19 @@ from pathlib import Path
 from typing import Any
 
 from _common import DATA, RESULTS, client
+from psycopg import sql
 
 import pgcite
 from pgcite.embed._registry import load_embedder
 from pgcite.ingest import _pipeline
 from pgcite.ingest._entities import recognizer_for
 from pgcite.ingest._flow import Chunked
-from pgcite.store._collections import CollectionSettings, create_collection
+from pgcite.store import _segments
+from pgcite.store._collections import (
+    CollectionSettings,
+    create_collection,
+    vector_index_name,
+)
 from pgcite.store._entities import Mention
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +69,7 @@ VARIANTS: dict[str, tuple[str, str, bool]] = {
     "entities": ("auto", "auto", False),
     "fp32": ("onnx", "off", False),
     "store-after": ("auto", "off", True),
+    "no-hnsw": ("auto", "off", False),  # default without its HNSW index: what inserting costs
 }
 TARGETS = {"default": 60.0, "entities": 40.0}  # chunks/s on 2 cores (issue 38)
 REINGEST_TARGET = 0.10  # a renamed folder's re-ingest against its first ingest
@@ -89,11 +99,35 @@ def _run(c: pgcite.Client, name: str, folder: Path, variant: str) -> dict[str, A
     backend, entities, after = VARIANTS[variant]
     settings = c.settings.model_copy(update={"embed_backend": backend})
     cpu, load = time.process_time(), os.getloadavg()[0]
-    with store_after() if after else _nothing():
+    segment: dict[str, float] = {}
+    with store_after() if after else _nothing(), timed_segment(c, segment):
         report = _pipeline.ingest(c.db, name, [folder], progress=False, settings=settings)
     cpu = time.process_time() - cpu
     assert not report.failed, report.failed
-    return _row(report, cpu, load, entities)
+    return {**_row(report, cpu, load, entities), "bm25_segment": segment or None}
+
+
+@contextmanager
+def timed_segment(c: pgcite.Client, out: dict[str, float]) -> Iterator[None]:
+    """Wall and server CPU seconds of writing the new BM25 segment (part of the snapshot
+    stage), into ``out``."""
+    original = _segments.new_segment
+
+    def timed(conn: Any, *args: Any, **kwargs: Any) -> int:
+        wall, db = time.perf_counter(), c.db.backend_cpu_s(conn)
+        try:
+            return original(conn, *args, **kwargs)
+        finally:
+            after = c.db.backend_cpu_s(conn)
+            out["wall_s"] = round(time.perf_counter() - wall, 3)
+            out["db_cpu_s"] = round(after - db, 3) if after is not None and db is not None else 0.0
+
+    space = vars(_segments)  # index_snapshot calls it by its module-level name
+    space["new_segment"] = timed
+    try:
+        yield
+    finally:
+        space["new_segment"] = original
 
 
 @contextmanager
@@ -127,8 +161,12 @@ def _fresh(c: pgcite.Client, name: str, variant: str) -> None:
     spec = load_embedder("all-MiniLM-L6-v2",
                          c.settings.model_copy(update={"embed_backend": backend})).spec
     with c.db.transaction() as conn:
-        create_collection(conn, name, language="english", embedder=spec,
-                          settings=CollectionSettings.model_validate({"entities": entities}))
+        info = create_collection(conn, name, language="english", embedder=spec,
+                                 settings=CollectionSettings.model_validate(
+                                     {"entities": entities}))
+        if variant == "no-hnsw":
+            conn.execute(sql.SQL("DROP INDEX {}.{}").format(
+                info.schema_id, sql.Identifier(vector_index_name(spec.model_key))))
 
 
 def _reingests(c: pgcite.Client, name: str, folder: Path, variant: str,
@@ -239,6 +277,9 @@ def _write(result: dict[str, Any], out: Path) -> None:
         lines.append(f"| {variant} | " + " | ".join(
             _cell(rows[0]["stages"].get(s)) for s in _pipeline_stages())
             + f" | {rows[0]['seconds']} |")
+    lines += ["", "Of the snapshot stage, the new BM25 segment (first round; wall s / server CPU "
+              "s): " + "; ".join(f"{v}: {_segment(rows[0].get('bm25_segment'))}"
+                                 for v, rows in result["runs"].items())]
     if result["reingest"]:
         lines += ["", f"Re-ingest of the same file (target: ≤ {REINGEST_TARGET:.0%} of the "
                   "first ingest):", "", "| variant | case | new versions | embedded | cached |"
@@ -256,6 +297,10 @@ def _pipeline_stages() -> tuple[str, ...]:
     from pgcite.ingest._stages import STAGES
 
     return STAGES
+
+
+def _segment(seg: dict[str, float] | None) -> str:
+    return "–" if not seg else f"{seg['wall_s']:.1f} / {seg['db_cpu_s']:.1f}"
 
 
 def _cell(stage: dict[str, Any] | None) -> str:

@@ -20,8 +20,7 @@ import numpy as np
 
 from pgcite.embed._base import Embedder, Vectors, as_array, text_sha256
 from pgcite.store._database import Database
-
-_LOOKUP_BATCH = 2000
+from pgcite.store._text_cache import cached
 
 
 @dataclass
@@ -49,14 +48,9 @@ def embed_with_cache(
     found: dict[bytes, Vectors] = {}
     counts = EmbedCounts()
     with db.connect(autocommit=True) as conn:
-        unique = list(dict.fromkeys(shas))
-        for start in range(0, len(unique), _LOOKUP_BATCH):
-            rows = conn.execute(
-                "SELECT text_sha256, embedding FROM pgcite.embedding_cache"
-                " WHERE collection = %s AND model_key = %s AND text_sha256 = ANY(%s)",
-                (scope, key, unique[start : start + _LOOKUP_BATCH]),
-            ).fetchall()
-            found.update((bytes(sha), as_array(vec)) for sha, vec in rows)
+        found.update((sha, as_array(vec)) for sha, vec in cached(
+            conn, table="embedding_cache", value="embedding", model_column="model_key",
+            scope=scope, model=key, shas=shas).items())
         missing = [i for i, sha in enumerate(shas) if sha not in found]
         # The same text twice in one run is embedded once.
         todo = list({shas[i]: i for i in missing}.values())

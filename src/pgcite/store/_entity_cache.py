@@ -17,12 +17,10 @@ from psycopg.types.json import Jsonb
 
 from pgcite.embed._base import text_sha256
 from pgcite.store._database import Database
+from pgcite.store._text_cache import cached
 
 # (label, text) of each entity a model found in one text, in order
 Found = list[tuple[str, str]]
-
-_LOOKUP_BATCH = 2000
-
 
 def read_with_cache(
     db: Database, model: str, read: Callable[[list[str]], list[Found]],
@@ -34,14 +32,10 @@ def read_with_cache(
     shas = [text_sha256(text) for text in texts]
     found: dict[bytes, Found] = {}
     with db.connect(autocommit=True) as conn:
-        unique = list(dict.fromkeys(shas))
-        for start in range(0, len(unique), _LOOKUP_BATCH):
-            rows = conn.execute(
-                "SELECT text_sha256, found FROM pgcite.entity_cache"
-                " WHERE collection = %s AND model = %s AND text_sha256 = ANY(%s)",
-                (scope, model, unique[start: start + _LOOKUP_BATCH])).fetchall()
-            found.update((bytes(sha), [(str(label), str(text)) for label, text in value])
-                         for sha, value in rows)
+        found.update((sha, [(str(label), str(text)) for label, text in value])
+                     for sha, value in cached(conn, table="entity_cache", value="found",
+                                              model_column="model", scope=scope, model=model,
+                                              shas=shas).items())
         todo = list({sha: i for i, sha in enumerate(shas) if sha not in found}.values())
         if todo:
             fresh = read([texts[i] for i in todo])

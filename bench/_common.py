@@ -35,6 +35,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+def commit_stamp() -> str:
+    """The commit a run measures (short), marked when src/ differs from it."""
+    from pgcite.evaluate._collection import git_commit
+
+    head = git_commit()
+    if head is None:
+        return "unknown"
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT.parent,
+                           text=True, capture_output=True).stdout.strip()
+    return head[:7] + ("+uncommitted src" if dirty else "")
+
+
 def client(**settings: Any) -> pgcite.Client:
     """The benchmark database: PGCITE_DATABASE_URL / PGCITE_DATA_DIR, else bench/.data;
     ``settings`` override the others (e.g. ``merge_budget_s=0``)."""

@@ -32,6 +32,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DATA, RESULTS, client
+from _common import DATA, RESULTS, client, commit_stamp
 
 from pgcite._types import Contextual, Document
 from pgcite.embed import Embedder
@@ -177,6 +178,7 @@ def main() -> None:
                                                                   "quality"])
     args = parser.parse_args()
     result: dict[str, Any] = {
+        "commit": commit_stamp(), "command": "python bench/embedding.py " + " ".join(sys.argv[1:]),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared with other work "
                    f"(load average at start {os.getloadavg()[0]:.1f})",
         "rounds": args.rounds}
@@ -437,7 +439,9 @@ def _quality(embedders: dict[str, Any], n_queries: int, full: bool) -> dict[str,
 def _write(result: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Embedding backends (all-MiniLM-L6-v2)", "", f"Machine: {result['machine']}, "
+    lines = ["# Embedding backends (all-MiniLM-L6-v2)", "",
+             f"`{result.get('command', 'python bench/embedding.py')}` at "
+             f"{result.get('commit', '?')}.", "", f"Machine: {result['machine']}, "
              f"{result.get('load_average_at_end', '?')} at the end; "
              f"{result['rounds']} interleaved rounds, medians.", ""]
     if result.get("chunks_per_s"):  # empty when --skip ingest raw

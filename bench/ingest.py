@@ -39,7 +39,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import DATA, RESULTS, client
+from _common import DATA, RESULTS, client, commit_stamp
 from psycopg import sql
 
 import pgcite
@@ -235,7 +234,7 @@ def main() -> None:
     args = parser.parse_args()
     lines = (DATA / "scifact" / "corpus.jsonl").read_text().splitlines()[: args.docs]
     result: dict[str, Any] = {
-        "commit": _commit(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": commit_stamp(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "command": "python bench/ingest.py " + " ".join(sys.argv[1:]),
         "documents": len(lines), "rounds": args.rounds, "runs": {}, "reingest": {}}
@@ -262,17 +261,6 @@ def main() -> None:
     _write(result, RESULTS / args.out)
 
 
-def _commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT,
-                               text=True, capture_output=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head + ("+uncommitted src" if dirty else "")
-
-
 def _median(rows: list[dict[str, Any]], key: str) -> Any:
     values = [r[key] for r in rows if r.get(key) is not None]
     return round(statistics.median(values), 2) if values else None
@@ -294,7 +282,7 @@ def _write(result: dict[str, Any], out: Path) -> None:
             f"| {variant} | {rows[0]['chunks']} | {_median(rows, 'chunks_per_s')} | "
             f"{TARGETS.get(variant, '–')} | {_median(rows, 'chunks_per_cpu_s')} | "
             f"{_median(rows, 'cores_busy')} | {_median(rows, 'process_cpu_s')} | "
-            f"{_median(rows, 'server_cpu_s')} | {_median(rows, 'after_last_embedding_s')} | "
+            f"{_median(rows, 'server_cpu_s')} | {_median(rows, 'after_last_embedding_s') or '–'} | "
             f"{[r['chunks_per_s'] for r in rows]} |")
     lines += ["", "Where the time went (first round; wall s / this process's CPU s / the "
               "server's CPU s; stages overlap, so walls add up to more than the run):", "",

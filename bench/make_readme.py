@@ -110,13 +110,37 @@ def tables() -> str:
         lines += ["", "### Scale (synthetic chunks; top-5; p50 / p95 ms)", "", *SCALE_HEADER]
         lines += scale_rows(json.loads(scale.read_text()))
     lines += embedding_rows(RESULTS / "embedding")
+    lines += ingest_rows(RESULTS / "ingest" / "summary.json")
     return "\n".join(lines)
 
 
+def ingest_rows(path: Path) -> list[str]:
+    """bench/ingest.py: chunks/s of a fresh SciFact collection per variant, and re-ingests."""
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    lines = ["", f"### Ingest ({data['documents']} SciFact abstracts, fresh collection; "
+             f"{data['machine']}, load average {data['load_average_at_start']} at the start; "
+             f"{data['commit']})", "",
+             "| variant | chunks | chunks/s | chunks per CPU second | cores busy |",
+             "|---|---|---|---|---|"]
+    for variant, rows in data["runs"].items():
+        first = rows[0]
+        lines.append(f"| {variant} | {first['chunks']} | {first['chunks_per_s']} | "
+                     f"{first['chunks_per_cpu_s']} | {first['cores_busy']} |")
+    for variant, cases in data.get("reingest", {}).items():
+        lines += [f"| {variant}, re-ingest: {case} | {r['new_versions']} new versions | "
+                  f"{r['seconds']} s | {r['of_first_ingest']:.1%} of the first | |"
+                  for case, r in cases.items()]
+    return lines
+
+
 def _newest(folder: Path, part: str) -> dict[str, Any] | None:
-    """The summary of bench/embedding.py's run of ``part`` alone (``--out embedding/PART``),
-    else of its full run in ``folder``: the newest figures of each."""
-    for path in (folder / part / "summary.json", folder / "summary.json"):
+    """The summary of bench/embedding.py's run with every backend's speed and quality
+    (``--out embedding/backends``, issue 38), else of its run of ``part`` alone (``--out
+    embedding/PART``), else of its full run in ``folder``: the newest figures of each."""
+    for path in (folder / "backends" / "summary.json", folder / part / "summary.json",
+                 folder / "summary.json"):
         if path.exists():
             data: dict[str, Any] = json.loads(path.read_text())
             return data
@@ -129,13 +153,15 @@ def embedding_rows(folder: Path) -> list[str]:
     lines: list[str] = []
     speed = _newest(folder, "throughput")
     if speed:
-        lines += ["", f"### Embedding backends (MiniLM; {speed['machine']})", "",
+        stamp = f"; {speed['commit']}" if speed.get("commit") else ""
+        lines += ["", f"### Embedding backends (MiniLM; {speed['machine']}{stamp})", "",
                   "| variant | chunks/s (median) |", "|---|---|"]
         lines += [f"| {name} | {v['median']} |" for name, v in speed["chunks_per_s"].items()]
     data = _newest(folder, "quality")
     if data and data.get("ndcg10_dense"):
         quality = data["ndcg10_dense"]
-        lines += ["", f"Dense nDCG@10 ({data['machine']}):", "",
+        stamp = f"; {data['commit']}" if data.get("commit") else ""
+        lines += ["", f"Dense nDCG@10 ({data['machine']}{stamp}):", "",
                   "| data | docs | queries | torch | onnx | onnx-int8 |",
                   "|---|---|---|---|---|---|"]
         lines += [f"| {name} | {v['docs']} | {v['queries']} | {v.get('torch', '–')} | "

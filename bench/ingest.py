@@ -22,7 +22,7 @@ Per run: the report's chunks/s; the seconds after the last group's embedding end
 work with a core idle: the stores still queued, the snapshot, the commit, the statistics); per stage (load, chunk, embed, entities, store, snapshot,
 commit, statistics) the wall seconds, this process's CPU seconds and the embedded server's
 (``IngestReport.stages``), and within the snapshot stage the new BM25 segment's (timed here
-around store._segments.new_segment); how busy the cores were (CPU seconds of both processes over wall
+around index._writer.new_segment); how busy the cores were (CPU seconds of both processes over wall
 seconds); chunks per CPU second, which a busy machine distorts less than chunks/s. The first
 round's collections are then ingested again: from the same folder renamed (document ids and
 sources are relative to the folder: nothing changes) and with the file renamed (every document
@@ -52,10 +52,10 @@ from psycopg import sql
 
 import pgcite
 from pgcite.embed._registry import load_embedder
+from pgcite.index import _writer
 from pgcite.ingest import _flow, _pipeline
 from pgcite.ingest._entities import recognizer_for
 from pgcite.ingest._flow import Chunked
-from pgcite.store import _segments
 from pgcite.store._collections import (
     CollectionSettings,
     create_collection,
@@ -136,7 +136,7 @@ def last_embedding(ends: list[float]) -> Iterator[None]:
 def timed_segment(c: pgcite.Client, out: dict[str, float]) -> Iterator[None]:
     """Wall and server CPU seconds of writing the new BM25 segment (part of the snapshot
     stage), into ``out``."""
-    original = _segments.new_segment
+    original = _writer.new_segment
 
     def timed(conn: Any, *args: Any, **kwargs: Any) -> int:
         wall, db = time.perf_counter(), c.db.backend_cpu_s(conn)
@@ -147,7 +147,7 @@ def timed_segment(c: pgcite.Client, out: dict[str, float]) -> Iterator[None]:
             out["wall_s"] = round(time.perf_counter() - wall, 3)
             out["db_cpu_s"] = round(after - db, 3) if after is not None and db is not None else 0.0
 
-    space = vars(_segments)  # index_snapshot calls it by its module-level name
+    space = vars(_writer)  # index_snapshot calls it by its module-level name
     space["new_segment"] = timed
     try:
         yield

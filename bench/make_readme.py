@@ -135,12 +135,10 @@ def ingest_rows(path: Path) -> list[str]:
     return lines
 
 
-def _newest(folder: Path, part: str) -> dict[str, Any] | None:
-    """The summary of bench/embedding.py's run with every backend's speed and quality
-    (``--out embedding/backends``, issue 38), else of its run of ``part`` alone (``--out
-    embedding/PART``), else of its full run in ``folder``: the newest figures of each."""
-    for path in (folder / "backends" / "summary.json", folder / part / "summary.json",
-                 folder / "summary.json"):
+def _newest(folder: Path, *parts: str) -> dict[str, Any] | None:
+    """The summary of the first of bench/embedding.py's runs ``parts`` (``--out
+    embedding/PART``) that exists, else of its full run in ``folder``."""
+    for path in (*(folder / part / "summary.json" for part in parts), folder / "summary.json"):
         if path.exists():
             data: dict[str, Any] = json.loads(path.read_text())
             return data
@@ -151,13 +149,13 @@ def embedding_rows(folder: Path) -> list[str]:
     """bench/embedding.py: chunks/s per backend (ingest and raw) and dense nDCG@10 per
     backend, each from its newest run."""
     lines: list[str] = []
-    speed = _newest(folder, "throughput")
+    speed = _newest(folder, "throughput", "backends")  # the quietest speed run
     if speed:
         stamp = f"; {speed['commit']}" if speed.get("commit") else ""
         lines += ["", f"### Embedding backends (MiniLM; {speed['machine']}{stamp})", "",
                   "| variant | chunks/s (median) |", "|---|---|"]
         lines += [f"| {name} | {v['median']} |" for name, v in speed["chunks_per_s"].items()]
-    data = _newest(folder, "quality")
+    data = _newest(folder, "backends", "quality")  # every backend, one run
     if data and data.get("ndcg10_dense"):
         quality = data["ndcg10_dense"]
         stamp = f"; {data['commit']}" if data.get("commit") else ""

@@ -91,7 +91,7 @@ def test_attributed_passages_keep_the_speaker() -> None:
     request = GenerationRequest(question="Where did he bury his Parmazan cheese?",
                                 passages=passages, persona="Samuel Pepys", abstention_text="x")
     assert PreciseGenerator().generate(request) == (
-        "On 1666-09-14 I wrote: “I dug a pit in the garden and put my Parmazan cheese in it.” [d1]")
+        "On 14 September 1666 I wrote: “I dug a pit in the garden and put my Parmazan cheese in it.” [d1]")
 
 
 def test_arabic_terms_strip_the_article_and_clitics() -> None:

@@ -12,6 +12,7 @@ import math
 import re
 from html import escape
 
+from pgcite.answer._dates import iso_stated
 from pgcite.answer._types import ContextPassage
 from pgcite.retrieve._hits import Hit
 
@@ -30,7 +31,9 @@ def approx_tokens(text: str) -> int:
 
 def to_passage(hit: Hit) -> ContextPassage:
     date = hit.date_start.isoformat() if hit.date_start else None
-    return ContextPassage(id=hit.id, author=hit.author, date=date, text=hit.body, rank=hit.rank)
+    end = hit.date_end.isoformat() if hit.date_end and hit.date_end != hit.date_start else None
+    return ContextPassage(id=hit.id, author=hit.author, date=date, date_end=end, text=hit.body,
+                          rank=hit.rank)
 
 
 def render_passage(passage: ContextPassage) -> str:
@@ -38,8 +41,9 @@ def render_passage(passage: ContextPassage) -> str:
     attrs = [f'id="{escape(passage.id, quote=True)}"']
     if passage.author:
         attrs.append(f'author="{escape(passage.author, quote=True)}"')
-    if passage.date:
-        attrs.append(f'date="{escape(passage.date, quote=True)}"')
+    stated = iso_stated(passage.date, passage.date_end)  # "1855", never an invented day
+    if stated:
+        attrs.append(f'date="{escape(stated, quote=True)}"')
     body = _TAG_LIKE.sub(r"&lt;\1\2", passage.text)
     return f"<passage {' '.join(attrs)}>{body}</passage>"
 

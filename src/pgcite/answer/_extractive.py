@@ -4,8 +4,9 @@ answer the question and cites each one's passage.
 A sentence scores the summed weight of the question's content words it contains (crudely
 stemmed; rarer words among the candidate sentences weigh more) plus a small prior for its
 passage's rank, so that between equal matches the better-ranked passage wins. Every quote says
-whose words it is ("Elizabeth Pepys wrote on 1666-09-05: “…”"), which is what keeps extractive
-answers within the persona attribution rule by construction.
+whose words it is ("Elizabeth Pepys wrote on 5 September 1666: “…”"), which is what keeps
+extractive answers within the persona attribution rule by construction. Headings, date lines,
+salutations and signatures are never quoted (:mod:`pgcite.answer._roles`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from pgcite.answer._dates import spoken
+from pgcite.answer._roles import quotable
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage, GenerationRequest
 
@@ -107,7 +110,7 @@ class ExtractiveGenerator(SentenceQuoter):
         """The sentences to quote, in passage-rank then reading order."""
         candidates = [
             _Candidate(p, i, s, frozenset(content_words(s)))
-            for p in passages for i, s in enumerate(split_sentences(p.text))
+            for p in passages for i, s in enumerate(split_sentences(p.text)) if quotable(s)
         ]
         if not candidates:
             return []
@@ -137,12 +140,20 @@ def _score(cand: _Candidate, weights: dict[str, float]) -> float:
 
 
 def _speaker(passage: ContextPassage, persona: str | None) -> str:
-    when = f" on {passage.date}" if passage.date else ""
+    """Whose words, and when, at the date's own precision ("in 1855", never a day the source
+    does not give): "Samuel Pepys wrote on 2 September 1666", "In March 1666 I wrote", "The
+    entry of 2 September 1666 says"."""
+    when = spoken(passage.date, passage.date_end)
     if persona and passage.author and passage.author.casefold() == persona.casefold():
-        return f"On {passage.date} I wrote" if passage.date else "I wrote"
+        return f"{when[0].capitalize()} {when[1]} I wrote" if when else "I wrote"
     if passage.author:
-        return f"{passage.author} wrote{when}"
-    return f"A passage dated {passage.date} says" if passage.date else "An undated passage says"
+        return f"{passage.author} wrote {when[0]} {when[1]}" if when else f"{passage.author} wrote"
+    if when is None:
+        return "An undated passage says"
+    if when[0] == "on":
+        return f"The entry of {when[1]} says"
+    return f"A passage from {when[1]} says" if when[0] == "in" else (
+        f"A passage dated {when[0]} {when[1]} says")
 
 
 def _window(sentence: str, question: set[str], max_words: int) -> str:

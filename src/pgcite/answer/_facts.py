@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pgcite.answer._context import to_passage
 from pgcite.answer._types import ContextPassage, EntityFact
 from pgcite.retrieve._entities import KIND_LABELS, EntityEvidence, RelatedEntity
 from pgcite.retrieve._hits import Hit
@@ -61,9 +62,7 @@ def entity_facts(evidence: EntityEvidence | None, given: Sequence[ContextPassage
     known = {p.id for p in given}
     cited = {c for f in facts for c in f.citations}
     hits = [h for h in evidence.passages if h.id in cited and h.id not in known]
-    passages = [ContextPassage(id=h.id, author=h.author,
-                               date=h.date_start.isoformat() if h.date_start else None,
-                               text=h.body, rank=len(given) + i + 1)
+    passages = [to_passage(h).model_copy(update={"rank": len(given) + i + 1})
                 for i, h in enumerate(hits)]
     return Facts(text=_sentence(evidence, facts), passages=passages, hits=hits,
                  entities=facts)

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite.answer._extractive import _STOPWORDS, SentenceQuoter, _stem
 from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
+from pgcite.answer._roles import quotable
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
@@ -124,7 +125,8 @@ class PreciseGenerator(SentenceQuoter):
     def select(self, question: str, passages: list[ContextPassage]) -> list[Sentence]:
         """The sentences to quote, best first."""
         sentences = [Sentence(p, i, s, tuple(terms(s, self.language)))
-                     for p in passages for i, s in enumerate(split_sentences(p.text))]
+                     for p in passages for i, s in enumerate(split_sentences(p.text))
+                     if quotable(s, self.language)]  # never a heading, date line, signature
         if not sentences:
             return []
         scores = self.scores(question, sentences)

@@ -26,7 +26,12 @@ _CANDIDATE = re.compile(
 _ABBREVIATION_TEXT = """
 mr mrs ms messrs dr st sr jr prof capt col gen lt sgt rev hon gov mt ft vs viz cf e.g i.e
 esp approx dept univ inc ltd co jan feb mar apr jun jul aug sep sept oct nov dec
+wm thos tho jno geo chas robt richd captn coll mons ld bp esq
 """
+# Old given-name abbreviations after a title ("Sir Wm. Batten", "Capt. Jer. Smith", "Sir Ph.
+# Warwick"): a short capitalised word ending in a period right after a title does not end.
+_TITLE_TEXT = "sir mr mrs dr capt captn lord lady king duke st"
+_TITLES = frozenset(_TITLE_TEXT.split())
 ABBREVIATIONS = frozenset(_ABBREVIATION_TEXT.split())
 _BLOCK_START = re.compile(r"\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#|>|\|)")
 _TITLE_MAX = 40  # a shorter line without closing punctuation reads as a title, not a wrap
@@ -94,6 +99,10 @@ def _is_end(block: str, match: re.Match[str]) -> bool:
     word = word.lstrip("(\"'“‘[").casefold()
     if word in ABBREVIATIONS:
         return False
+    before = block[:match.start()].split()
+    if (len(before) >= 2 and before[-2].rstrip(".").casefold() in _TITLES and len(word) <= 3
+            and rest[:1].isupper()):
+        return False  # "Sir Ph. Warwick"
     if len(word) == 1 and word.isalpha() and word != "i" and block[match.start() - 1].isupper():
         return False  # an initial: "Sir W. Pen"
     return not (word == "no" and rest[:1].isdigit())

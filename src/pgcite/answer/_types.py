@@ -28,10 +28,12 @@ class ContextPassage(BaseModel):
 
     id: str
     author: str | None
-    date: str | None
+    date: str | None  # the first day (ISO)
     text: str
     rank: int
     truncated: bool = False
+    # the last day the passage covers (None: the same day): "1855" is 1855-01-01..1855-12-31
+    date_end: str | None = None
 
 
 class GenerationRequest(BaseModel):

@@ -3,12 +3,16 @@
 Per answer: does it contain a gold answer string (anywhere; in its first sentence), how many of
 the passages it cites are evidence (the judged passage, or one that contains a gold string:
 citation precision), whether it cites the judged evidence at all (citation recall), its length
-in words, and whether it abstained. :func:`summarize` turns records into rates per query kind.
+in words, whether it abstained, whether its first quoted sentence is a heading, date line,
+salutation or signature (:mod:`pgcite.answer._roles`), and how many cited passages are dated after
+the query's cutoff (or undated under one). :func:`summarize` turns records into rates per query
+kind.
 Citations ``[id]`` are removed before any text comparison: an id must never "contain" an answer.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import statistics
 import time
@@ -18,12 +22,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from psycopg import sql
 from pydantic import BaseModel, ConfigDict
 
+from pgcite.answer._roles import Role, frame_role
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import Answer
 from pgcite.evaluate._golden import GoldenQuery, GoldenSet
 from pgcite.retrieve._view import SearchView
 
 _CITATION = re.compile(r"\[[^\[\]\n]*\]")
+_QUOTED = re.compile(r"^[^“\n]{0,160}?:\s*“(.+?)”?\s*$")  # "X wrote on …: “quote”"
 
 
 class Passage(BaseModel):
@@ -33,6 +39,7 @@ class Passage(BaseModel):
 
     document_id: str
     text: str
+    date_end: dt.date | None = None  # the last day it covers (None: undated)
 
 
 class AnswerRecord(BaseModel):
@@ -51,6 +58,9 @@ class AnswerRecord(BaseModel):
     words: int
     latency_ms: float
     answer: str = ""
+    # the role of the answer's first quoted sentence (None: a statement, or nothing said)
+    first_frame: Role | None = None
+    cutoff_violations: int = 0  # cited passages dated after the cutoff, or undated under one
 
 
 def strip_citations(text: str) -> str:
@@ -80,6 +90,24 @@ def first_sentence(text: str) -> str:
     return inner[0] if inner else sentences[0]
 
 
+def first_quote(text: str) -> str:
+    """The first sentence the answer quotes or says: inside the quotation marks of an
+    attributed line ("Samuel Pepys wrote on …: “…”"), else the first sentence."""
+    line = strip_citations(text).strip().splitlines()[0] if text.strip() else ""
+    quoted = _QUOTED.match(line.strip())
+    sentences = split_sentences(quoted.group(1) if quoted else line)
+    return sentences[0] if sentences else ""
+
+
+def late_citations(query: GoldenQuery, cited: Sequence[str],
+                   passages: Mapping[str, Passage]) -> int:
+    """Cited passages the query's cutoff forbids: dated after it, or undated."""
+    if query.cutoff is None:
+        return 0
+    ends = [passages[c].date_end if c in passages else None for c in cited]
+    return sum(end is None or end > query.cutoff for end in ends)
+
+
 def word_count(text: str) -> int:
     return len(strip_citations(text).split())
 
@@ -107,6 +135,8 @@ def score_answer(query: GoldenQuery, *, answer: str, abstained: bool, cited: Seq
         gold_cited=(any(passages[c].document_id in query.relevant_ids for c in cited
                         if c in passages) if query.answerable else None),
         words=word_count(answer) if said else 0, latency_ms=latency_ms, answer=answer,
+        first_frame=frame_role(first_quote(answer)) if said else None,
+        cutoff_violations=late_citations(query, cited, passages),
     )
 
 
@@ -134,6 +164,10 @@ def summarize(records: Sequence[AnswerRecord]) -> dict[str, float | int | None]:
         "citation_precision": _mean(r.precision for r in answered),
         "cites_only_evidence": _rate(bool(r.only_evidence) for r in answered),
         "citation_recall": _rate(r.gold_cited for r in answerable),
+        # of the answerable questions answered: at least one cited passage is judged relevant
+        "cites_relevant": _rate(r.gold_cited for r in answered),
+        "first_sentence_frames": sum(r.first_frame is not None for r in records),
+        "cutoff_violations": sum(r.cutoff_violations for r in records),
         "words": _mean(float(r.words) for r in answered),
         "abstain_absent": _rate(r.abstained for r in records if not r.answerable),
         "abstain_answerable": _rate(r.abstained for r in answerable),
@@ -152,10 +186,10 @@ def collection_passages(view: SearchView) -> dict[str, Passage]:
     """Every passage of the view's snapshot: id -> (document id, full text)."""
     with view.connection() as conn:
         rows = conn.execute(sql.SQL(
-            "SELECT c.id, c.document_id, c.body FROM {s}.chunks c"
+            "SELECT c.id, c.document_id, c.body, c.date_end FROM {s}.chunks c"
             " JOIN {s}.snapshot_members m USING (version_pk) WHERE m.snapshot_id = %s"
         ).format(s=view.info.schema_id), (view.snapshot.snapshot_id,)).fetchall()
-    return {r[0]: Passage(document_id=r[1], text=r[2]) for r in rows}
+    return {r[0]: Passage(document_id=r[1], text=r[2], date_end=r[3]) for r in rows}
 
 
 # One golden query in, its answer out (e.g. Collection.answer with the query's cutoff, pinned

@@ -1,0 +1,146 @@
+"""What an extractive answer quotes and how it says whose words and when: never a heading, date
+line, salutation or signature; dates at the precision the source gives.
+
+The journal fixture (tests/fixtures/journal, written for these tests) frames every entry as
+the unseen archives do: a date line ("March 22", "Thursday, March 22nd.", "19th April,
+1855"), a short title, the entry, a signature ("A. M.", "Yours ever, A. M.", "— A. M."); two
+letters open with "Dear Sister," / "My dear Mr. Fenwick," and close "Your loving sister,".
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pgcite
+from pgcite.answer import ContextPassage, GenerationRequest, split_sentences
+from pgcite.answer._context import render_passage
+from pgcite.answer._dates import iso_stated, spoken
+from pgcite.answer._precise import PreciseGenerator, PreciseOptions
+from pgcite.answer._roles import frame_role, quotable
+from pgcite.evaluate._answers import first_quote
+
+JOURNAL = Path(__file__).parent / "fixtures" / "journal" / "entries.jsonl"
+ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(("sentence", "role"), [
+    ("March 22", "date"), ("Thursday, March 22nd.", "date"), ("19th April, 1855", "date"),
+    ("May 6.", "date"), ("4th (Lord’s day).", "date"), ("June", "date"),
+    ("A Walk to the Mill", "heading"), ("# The Flood", "heading"), ("CHAPTER III", "heading"),
+    ("Wreck of the Dorothea", "heading"), ("A Walk to the Mill.", "heading"),
+    ("Dear Sister,", "salutation"), ("My dear Mr. Fenwick,", "salutation"),
+    ("Sir,", "salutation"),
+    ("Yours ever, A. M.", "signature"), ("A. M.", "signature"), ("— A. M.", "signature"),
+    ("Your loving sister,", "signature"), ("I remain, dear Sir, yours faithfully,", "signature"),
+    ("Your humble servant, S. P.", "signature"),
+    ("So to bed.", "fragment"), ("Thence home.", "fragment"),
+])
+def test_frames_are_recognised(sentence: str, role: str) -> None:
+    assert frame_role(sentence) == role
+
+
+@pytest.mark.parametrize("sentence", [
+    "Tom dug a pit behind the cottage while the rain eased.",
+    "Cycloheximide blocks this effect.",
+    "Several different therapeutic interventions exist.",
+    "Up betimes and to the office, where all the morning busy with Sir W. Batten.",  # no verb,
+    "The defense gave up just 308 points.",  # ... but long: Pepys's elided verbs are his words
+    "In 1855 the light was raised.",
+    "يتسع الملعب لسبعين ألف شخص.",  # Arabic: only the shape tests apply
+    "يشير حرف Q إلى العصر الجيولوجي الرباعي.",  # one capital letter is not a heading in capitals
+])
+def test_statements_are_quotable(sentence: str) -> None:
+    language = "arabic" if sentence[0] in "يا" else "english"
+    assert quotable(sentence, language), frame_role(sentence, language)
+
+
+def test_every_fixture_entry_is_framed_and_its_body_is_quotable() -> None:
+    for entry in ENTRIES:
+        sentences = split_sentences(entry["text"])
+        assert not quotable(sentences[0]) and not quotable(sentences[-1]), sentences
+        assert any(quotable(s) for s in sentences[1:-1])
+
+
+def journal_passage(entry_id: str, rank: int = 1) -> ContextPassage:
+    entry = next(e for e in ENTRIES if e["_id"] == entry_id)
+    return ContextPassage(id=entry_id, author=entry.get("author"), date=entry["date"],
+                          text=entry["text"], rank=rank)
+
+
+def test_a_title_sharing_the_question_word_is_not_the_answer() -> None:
+    # "The Flood" holds the question's word and nothing else: today's BM25 ranks it first
+    passages = [journal_passage("j-1855-03-14"), journal_passage("j-1855-03-22", rank=2)]
+    request = GenerationRequest(question="What happened during the flood?", passages=passages,
+                                abstention_text="ABSTAIN")
+    text = PreciseGenerator(options=PreciseOptions(embedding=0.0)).generate(request)
+    for line in text.splitlines():
+        assert quotable(first_quote(line)), line
+    assert "The Flood" not in text and "March 14" not in text and "A. M." not in text
+
+
+def test_a_passage_of_frames_only_is_not_quoted() -> None:
+    framing = ContextPassage(id="f", author=None, date=None, rank=1,
+                             text="March 22\n\nThe Flood\n\nYours ever, A. M.")
+    request = GenerationRequest(question="What about the flood?", passages=[framing],
+                                abstention_text="ABSTAIN")
+    assert PreciseGenerator().generate(request) == "ABSTAIN"
+
+
+@pytest.mark.parametrize(("start", "end", "words", "iso"), [
+    ("1666-09-02", None, ("on", "2 September 1666"), "1666-09-02"),
+    ("1855-01-01", "1855-12-31", ("in", "1855"), "1855"),
+    ("1666-03-01", "1666-03-31", ("in", "March 1666"), "1666-03"),
+    ("1660-01-01", "1669-12-31", ("between", "1660 and 1669"), "1660/1669"),
+    ("1666-09-01", "1666-11-30", ("between", "September and November 1666"), "1666-09/1666-11"),
+    ("1666-09-02", "1666-09-05", ("between", "2 and 5 September 1666"), "1666-09-02/1666-09-05"),
+    ("1666-12-30", "1667-01-02", ("between", "30 December 1666 and 2 January 1667"),
+     "1666-12-30/1667-01-02"),
+    (None, None, None, None),
+])
+def test_dates_keep_the_precision_the_source_gives(start: str | None, end: str | None,
+                                                   words: tuple[str, str] | None,
+                                                   iso: str | None) -> None:
+    assert spoken(start, end) == words
+    assert iso_stated(start, end) == iso
+
+
+def line_for(passage: ContextPassage, persona: str | None = None) -> str:
+    request = GenerationRequest(question="What did the wages rise to?", passages=[passage],
+                                persona=persona, abstention_text="ABSTAIN")
+    return PreciseGenerator(options=PreciseOptions(embedding=0.0, max_sentences=1)).generate(
+        request)
+
+
+def test_attribution_reads_naturally_at_the_source_precision() -> None:
+    text = "Tom's wages were raised from six shillings to eight shillings a week."
+    year = ContextPassage(id="y", author=None, date="1855-01-01", date_end="1855-12-31",
+                          text=text, rank=1)
+    assert line_for(year) == f"A passage from 1855 says: “{text}” [y]"
+    assert 'date="1855"' in render_passage(year)  # a model is never shown 1855-01-01 either
+    month = year.model_copy(update={"date": "1666-03-01", "date_end": "1666-03-31",
+                                    "author": "Samuel Pepys"})
+    assert line_for(month) == f"Samuel Pepys wrote in March 1666: “{text}” [y]"
+    assert line_for(month, persona="Samuel Pepys").startswith("In March 1666 I wrote: “")
+    day = year.model_copy(update={"date": "1666-09-02", "date_end": None})
+    assert line_for(day) == f"The entry of 2 September 1666 says: “{text}” [y]"
+
+
+def test_a_journal_answer_quotes_the_entry_not_its_frame(client: pgcite.Client) -> None:
+    col = client.create_collection("journal_frames")
+    try:
+        assert not col.ingest([JOURNAL]).failed
+        for question in ("What happened on the walk to the mill?",
+                         "What did Tom's wages rise to?",
+                         "What did the letter to the sister say about Ellen?"):
+            answer = col.answer(question)
+            assert not answer.abstained, answer.trace
+            first = first_quote(answer.answer)
+            assert quotable(first), (question, answer.answer)
+        wages = col.answer("What did Tom's wages rise to?")
+        assert "eight shillings" in wages.answer
+        assert wages.answer.startswith("A passage from 1855 says")  # not "on 1855-01-01"
+    finally:
+        client.drop_collection("journal_frames")

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DATA, RESULTS, client
+from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl
 
 import pgcite
 from pgcite.answer import (
@@ -48,15 +51,17 @@ from pgcite.evaluate._answers import (
     score_answer,
     summarize_by_kind,
 )
+from pgcite.evaluate._collection import git_commit
 from pgcite.retrieve import SearchResult
 
 OUT = RESULTS / "answers"
-# (name, collection, golden path, take the first --limit queries?)
-DATASETS = [
-    ("xquad-en", "xquad_en_e5", DATA / "xquad" / "en", True),
-    ("xquad-en-minilm", "xquad_en", DATA / "xquad" / "en", True),  # the default embedder
-    ("xquad-ar", "xquad_ar_e5", DATA / "xquad" / "ar", True),
-    ("pepys", "pepys", DATA / "pepys-diary" / "golden.jsonl", False),
+PEPYS_SETS = (DATA / "pepys-diary" / "golden.jsonl", ROOT / "abstention" / "pepys-extra.jsonl")
+# (name, collection, judged sets, take the first --limit queries?)
+DATASETS: list[tuple[str, str, tuple[Path, ...], bool]] = [
+    ("xquad-en", "xquad_en_e5", (DATA / "xquad" / "en",), True),
+    ("xquad-en-minilm", "xquad_en", (DATA / "xquad" / "en",), True),  # the default embedder
+    ("xquad-ar", "xquad_ar_e5", (DATA / "xquad" / "ar",), True),
+    ("pepys", "pepys", PEPYS_SETS, False),
 ]
 
 
@@ -120,6 +125,10 @@ def variants(llm: tuple[str, str] | None, gguf: Path | None = None) -> dict[str,
         "precise − bm25": precise(bm25=0.0),
         "precise − rank": precise(rank=0.0),
         "precise − answer type": precise(answer_type=0.0),
+        "precise, no date match": precise(date_match=0.0),
+        "precise, every sentence embedded": precise(embed_top=1000),
+        "precise, rank 1": precise(rank=1.0),
+        "precise, one passage": precise(follow_ratio=1.0),
     }
     if llm is not None:
         base_url, model = llm
@@ -183,7 +192,9 @@ def write_runs(name: str, records: dict[str, list[AnswerRecord]]) -> None:
 
 COLUMNS = [("containment", "contains"), ("first_sentence_containment", "1st sent."),
            ("citation_precision", "cit. prec."), ("cites_only_evidence", "only evidence"),
-           ("citation_recall", "cit. recall"), ("words", "words"),
+           ("citation_recall", "cit. recall"), ("cites_relevant", "cites relevant"),
+           ("first_sentence_frames", "frames first"), ("cutoff_violations", "late cit."),
+           ("words", "words"),
            ("abstain_answerable", "abstain (answerable)"), ("abstain_absent", "abstain (absent)"),
            ("latency_ms_p50", "generate p50 ms")]
 
@@ -211,24 +222,155 @@ def report(summary: dict[str, Any]) -> str:
         lines.append("|---|" + "---|" * len(COLUMNS))
         for variant, kinds in data["variants"].items():
             row = kinds["all"]
-            lines.append(f"| {variant} | " + " | ".join(_cell(row[c[0]]) for c in COLUMNS) + " |")
+            lines.append(f"| {variant} | " + " | ".join(_cell(row.get(c[0])) for c in COLUMNS)
+                         + " |")
         lines += ["", "Per query kind (precise vs previous):", "",
-                  "| kind | n | previous: contains / 1st / prec. | precise: contains / 1st / prec. |",
+                  "| kind | n | previous: contains / 1st / prec. / cites relevant | precise: "
+                  "contains / 1st / prec. / cites relevant |",
                   "|---|---|---|---|"]
         old, new = data["variants"]["extractive (previous default)"], data["variants"][
             "precise (new default)"]
         for kind in [k for k in new if k != "all"]:
             def trio(d: dict[str, Any]) -> str:
-                return " / ".join(_cell(d[k]) for k in ("containment",
-                                  "first_sentence_containment", "citation_precision"))
+                return " / ".join(_cell(d.get(k)) for k in (
+                    "containment", "first_sentence_containment", "citation_precision",
+                    "cites_relevant"))
             lines.append(f"| {kind} | {new[kind]['queries']} | {trio(old[kind])} | "
                          f"{trio(new[kind])} |")
         lines.append("")
     return "\n".join(lines)
 
 
+# --- the headline: collections the answer defaults were not chosen on ---------------------------
+
+# Every answer default, and the collections (families: a collection and the sets and subsets made
+# from its text) it was chosen on. A collection's figures are "unseen" only when none was.
+CHOSEN_ON: dict[str, tuple[str, ...]] = {
+    "sentence weights bm25 1 / embedding 1.06 / rank 0.3 / answer type 0.6 (fitted on XQuAD en "
+    "questions 301-1190)": ("xquad-en",),
+    "3 sentences in 70 words, the next one from the best passage": ("xquad-en",),
+    "frames never quoted (answer/_roles.py: rules written from the formats and the test "
+    "fixture, no figure read)": (),
+    "the passages' author left out of the sentence query": ("pepys",),
+}
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A judged set asked of a collection with every default, as a new user would."""
+
+    name: str
+    family: str  # the text it comes from (see CHOSEN_ON)
+    collection: str
+    sets: tuple[Path, ...]
+    limit: int | None = None  # the first N questions
+    entries: tuple[str, str] | None = None  # a collection of the diary's entries in this range
+
+
+ABSTENTION = ROOT / "abstention"
+UNSEEN = [
+    Judged("pepys golden + extra", "pepys", "pepys", PEPYS_SETS),
+    Judged("pepys held-out questions", "pepys", "pepys",
+           (ABSTENTION / "pepys-new.jsonl", ABSTENTION / "pepys-1664.jsonl")),
+    Judged("pepys February 1663 (26 entries)", "pepys", "pepys_feb1663",
+           (ABSTENTION / "pepys-feb1663.jsonl",), entries=("1663-02-01", "1663-02-26")),
+    Judged("xquad-en (MiniLM)", "xquad-en", "xquad_en", (DATA / "xquad" / "en",), limit=300),
+    Judged("scifact (claims)", "scifact", "scifact", (DATA / "scifact",), limit=300),
+]
+
+
+def label(family: str) -> str:
+    tuned = [d for d, on in CHOSEN_ON.items() if family in on]
+    return "unseen" if not tuned else "tuned on this collection: " + "; ".join(tuned)
+
+
+def judged_collection(c: pgcite.Client, judged: Judged) -> pgcite.Collection:
+    if judged.entries is None:
+        return c.collection(judged.collection)
+    first, last = judged.entries
+    rows = [r for r in read_jsonl(DATA / "pepys-diary" / "entries.jsonl")
+            if r.get("date") and first <= r["date"] <= last]
+    path = OUT / "runs" / f"{judged.collection}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return ensure_collection(c, judged.collection, [path],
+                             overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
+
+
+def unseen(c: pgcite.Client, command: str) -> dict[str, Any]:
+    """Every judged set asked with the defaults (Collection.answer, the query's cutoff, nothing
+    else), scored per kind; each labelled by what was tuned on its collection."""
+    out: dict[str, Any] = {}
+    for judged in UNSEEN:
+        missing = [p for p in judged.sets if not p.exists()]
+        if missing:
+            print(f"{judged.name}: skipped, {missing[0]} is not here", file=sys.stderr)
+            continue
+        col = judged_collection(c, judged)
+        queries = [with_kind(q, judged.family == "xquad-en")
+                   for p in judged.sets for q in load_golden(p).queries][: judged.limit]
+        view = col.view(embedder=False)
+        passages = collection_passages(view)
+        records = []
+        for query in queries:
+            started = time.perf_counter()
+            answer = col.answer(query.text, cutoff=query.cutoff,
+                                snapshot_id=view.snapshot.snapshot_id)
+            records.append(score_answer(
+                query, answer=answer.answer, abstained=answer.abstained, cited=answer.citations,
+                passages=passages, latency_ms=(time.perf_counter() - started) * 1000))
+        print(f"{judged.name}: {len(queries)} questions on {col.name}", file=sys.stderr)
+        write_runs(f"unseen {judged.name}", {"default": records})
+        out[judged.name] = {"collection": col.name, "family": judged.family,
+                            "label": label(judged.family), "queries": len(queries),
+                            "sets": [str(p.relative_to(p.parents[1])) for p in judged.sets],
+                            "embedding_model": view.snapshot.embed_model,
+                            "figures": summarize_by_kind(records)}
+    return out
+
+
+UNSEEN_COLUMNS = [("queries", "n"), ("abstain_answerable", "answerable refused"),
+                  ("abstain_absent", "absent abstained"), ("cites_relevant", "cites relevant"),
+                  ("citation_precision", "cit. prec."), ("first_sentence_frames", "frames first"),
+                  ("cutoff_violations", "late citations"), ("words", "words")]
+
+
+def unseen_report(summary: dict[str, Any]) -> str:
+    lines = ["# Answers with every default, per collection", "",
+             f"`{summary['command']}` at commit {summary['commit']} on {summary['date']} "
+             f"({summary['machine']}).", "",
+             "Each judged set is asked as a new user asks: `Collection.answer(question, "
+             "cutoff=…)`, nothing else. cites relevant: answered answerable questions citing "
+             "at least one judged-relevant passage; cit. prec.: the share of cited passages "
+             "that are judged relevant (or hold a gold answer string); frames first: answers "
+             "whose first quoted sentence is a heading, date line, salutation or signature; "
+             "late citations: cited passages after the question's cutoff. A collection is "
+             "*unseen* when no answer default was chosen on it; otherwise the label says "
+             "which were.", "", "Defaults and where each was chosen:", ""]
+    lines += [f"- {d}: {', '.join(on) or 'no collection'}" for d, on in CHOSEN_ON.items()]
+    for name, data in summary["datasets"].items():
+        lines += ["", f"## {name}: {data['label']}", "",
+                  f"`{data['collection']}` ({data['embedding_model']}), {data['queries']} "
+                  f"questions: {', '.join(data['sets'])}.", "",
+                  "| kind | " + " | ".join(c[1] for c in UNSEEN_COLUMNS) + " |",
+                  "|---|" + "---|" * len(UNSEEN_COLUMNS)]
+        for kind, row in data["figures"].items():
+            lines.append(f"| {kind} | " + " | ".join(_cell(row.get(c[0]))
+                                                      for c in UNSEEN_COLUMNS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def stamp(command: str) -> dict[str, Any]:
+    """What every summary says about its run: command, commit, date, machine."""
+    return {"command": command, "commit": git_commit(), "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared with other jobs"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--unseen", action="store_true",
+                        help="the headline: every judged set asked with the defaults, labelled "
+                             "unseen or tuned (writes results/answers/unseen/)")
     parser.add_argument("--limit", type=int, default=300, help="first N XQuAD questions")
     parser.add_argument("--sample", type=int, help="only this many of them, evenly spaced")
     parser.add_argument("--datasets", nargs="*", default=[d[0] for d in DATASETS])
@@ -249,14 +391,21 @@ def main() -> None:
                  if not args.variants or name in _COMPARED
                  or any(name.startswith(v) for v in args.variants)}
     command = "python bench/answers.py " + " ".join(sys.argv[1:])
+    if args.unseen:
+        with client() as c:
+            summary = {**stamp(command), "datasets": unseen(c, command)}
+        (OUT / "unseen").mkdir(parents=True, exist_ok=True)
+        (OUT / "unseen" / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        (OUT / "unseen" / "report.md").write_text(unseen_report(summary))
+        print(f"wrote {OUT}/unseen/summary.json, report.md", file=sys.stderr)
+        return
     ran: dict[str, Any] = {}
     with client() as c:
-        for name, collection, path, beir in DATASETS:
+        for name, collection, paths, beir in DATASETS:
             if name not in args.datasets:
                 continue
             col = c.collection(args.pepys_collection if name == "pepys" else collection)
-            golden = load_golden(path)
-            queries = [with_kind(q, beir) for q in golden.queries]
+            queries = [with_kind(q, beir) for path in paths for q in load_golden(path).queries]
             if beir:  # the first --limit questions, or --sample of them evenly spaced
                 queries = queries[: args.limit]
                 queries = queries[:: max(1, len(queries) // args.sample)] if args.sample else queries
@@ -264,7 +413,7 @@ def main() -> None:
             records, retrieval_ms = run_dataset(col, queries, factories)
             write_runs(f"{name} {args.label}" if args.label else name, records)
             ran[f"{name} {args.label}" if args.label else name] = {
-                "command": command, "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
+                **stamp(command), "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
                 "queries": len(queries), "retrieval_ms_p50": round(retrieval_ms, 1),
                 "variants": {v: summarize_by_kind(r) for v, r in records.items()}}
     # Datasets not run this time keep their last figures (each says the command it came from);

@@ -23,6 +23,7 @@ os.environ["PGCITE_SERVER_IDLE_S"] = "0"
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DIARY = FIXTURES / "diary" / "entries.jsonl"
+JOURNAL = FIXTURES / "journal" / "entries.jsonl"
 
 
 @pytest.fixture(scope="session")
@@ -46,6 +47,16 @@ def diary(client: pgcite.Client) -> pgcite.Collection:
     """The small diary fixture, ingested once: three corpora, dates, an undated note."""
     col = client.create_collection("diary_fixture")
     report = col.ingest([DIARY])
+    assert not report.failed and report.activated
+    return col
+
+
+@pytest.fixture(scope="session")
+def journal(client: pgcite.Client) -> pgcite.Collection:
+    """The journal fixture, ingested once: dated entries framed by date lines, titles and
+    signatures, two letters, one entry dated by month and one by year only."""
+    col = client.create_collection("journal_fixture")
+    report = col.ingest([JOURNAL])
     assert not report.failed and report.activated
     return col
 

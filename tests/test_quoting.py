@@ -128,19 +128,28 @@ def test_attribution_reads_naturally_at_the_source_precision() -> None:
     assert line_for(day) == f"The entry of 2 September 1666 says: “{text}” [y]"
 
 
-def test_a_journal_answer_quotes_the_entry_not_its_frame(client: pgcite.Client) -> None:
-    col = client.create_collection("journal_frames")
-    try:
-        assert not col.ingest([JOURNAL]).failed
-        for question in ("What happened on the walk to the mill?",
-                         "What did Tom's wages rise to?",
-                         "What did the letter to the sister say about Ellen?"):
-            answer = col.answer(question)
-            assert not answer.abstained, answer.trace
-            first = first_quote(answer.answer)
-            assert quotable(first), (question, answer.answer)
-        wages = col.answer("What did Tom's wages rise to?")
-        assert "eight shillings" in wages.answer
-        assert wages.answer.startswith("A passage from 1855 says")  # not "on 1855-01-01"
-    finally:
-        client.drop_collection("journal_frames")
+def test_a_journal_answer_quotes_the_entry_not_its_frame(journal: pgcite.Collection) -> None:
+    for question in ("What happened on the walk to the mill?", "What did Tom's wages rise to?",
+                     "What did the letter to the sister say about Ellen?"):
+        answer = journal.answer(question)
+        assert not answer.abstained, answer.trace
+        first = first_quote(answer.answer)
+        assert quotable(first), (question, answer.answer)
+    wages = journal.answer("What did Tom's wages rise to?")
+    assert "eight shillings" in wages.answer
+    assert wages.answer.startswith("A passage from 1855 says")  # not "on 1855-01-01"
+
+
+def test_the_passages_own_author_named_in_the_question_matches_nothing() -> None:
+    # Pepys's diary names "my cousin Samuel Pepys"; the question's "Samuel Pepys" is the author
+    passages = [
+        ContextPassage(id="cousin", author="Samuel Pepys", date="1661-11-29", rank=1, text=(
+            "My cousin Samuel Pepys and I were godfathers, and I did name the child Samuel.")),
+        ContextPassage(id="fire", author="Samuel Pepys", date="1666-09-02", rank=2, text=(
+            "We saw the fire grow, and went down to the river to see it burn the houses.")),
+    ]
+    request = GenerationRequest(question="What did Samuel Pepys see during the fire?",
+                                passages=passages, abstention_text="ABSTAIN")
+    text = PreciseGenerator(options=PreciseOptions(embedding=0.0, max_sentences=1)).generate(
+        request)
+    assert text.endswith("[fire]"), text

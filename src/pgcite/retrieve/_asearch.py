@@ -48,6 +48,7 @@ from pgcite.retrieve._search import (
 from pgcite.retrieve._snippets import apply_snippets, snippet_statement
 from pgcite.retrieve._undated import undated_count
 from pgcite.retrieve._view import SearchView
+from pgcite.retrieve._when import asked_periods
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -85,9 +86,11 @@ class AsyncSearchView:
         filters = filters or Filters()
         given = options
         requested, options, plan = self.view.plan(options, stages)
-        if entity_boost_for(plan, query)[0] > 0:
-            # the boost reads entity rows around the fused search: the sync view's one
-            # implementation, off the loop (by default only entity questions take this path)
+        if entity_boost_for(plan, query)[0] > 0 or (plan.date_boost > 0
+                                                      and asked_periods(query)):
+            # the boosts read entity rows or a deeper list around the fused search: the sync
+            # view's one implementation, off the loop (by default only entity questions and
+            # questions naming a month or year take this path)
             return await self.offload(lambda: self.view.search(
                 query, filters=filters, options=given, stages=stages,
                 query_vector=query_vector, explain=explain))

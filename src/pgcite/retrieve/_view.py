@@ -24,6 +24,7 @@ from pgcite.retrieve._entities import EntityEvidence, boost_hits, entity_evidenc
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult, StageEvent
 from pgcite.retrieve._pipeline import (
+    DATE_DEPTH,
     Retrieval,
     StageModels,
     Stages,
@@ -31,6 +32,7 @@ from pgcite.retrieve._pipeline import (
     staged_search,
 )
 from pgcite.retrieve._search import SearchOptions, embed_search_query, run_embedded
+from pgcite.retrieve._when import asked_periods, overlaps
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -70,6 +72,8 @@ class SearchView:
         filters = filters or Filters()
         given = options or SearchOptions()
         requested, options, plan = self.plan(given, stages)
+        if plan.date_boost > 0 and asked_periods(query):
+            return self._date_boosted(query, filters, given, plan, query_vector, explain)
         weight, why = entity_boost_for(plan, query)
         if weight > 0:  # options as given, unresolved: the route may still tilt the weights
             return self._entity_boosted(query, filters, given, plan, query_vector, explain,
@@ -145,6 +149,37 @@ class SearchView:
             ms=(time.perf_counter() - started) * 1000)
         return result.model_copy(update={"hits": hits[: options.top_k],
                                          "stages": [*result.stages, event]})
+
+    def _date_boosted(self, query: str, filters: Filters, options: SearchOptions,
+                      plan: Stages, query_vector: np.ndarray | None,
+                      explain: bool) -> SearchResult:
+        """The search with the date boost: the candidates DATE_DEPTH deep, those dated in a
+        period the question names times (1 + date_boost), re-sorted, cut to top_k. When none is
+        dated in it, the search as without the boost (the deeper list is not used, so an
+        undated collection gets exactly its usual hits)."""
+        started = time.perf_counter()
+        periods = asked_periods(query)
+        rest = plan.model_copy(update={"date_boost": 0.0})
+        top_k = options.top_k
+        deep = options.model_copy(update={"top_k": max(top_k, DATE_DEPTH)})
+        result = self.search(query, filters=filters, options=deep, stages=rest,
+                             query_vector=query_vector, explain=explain)
+        inside = [overlaps(periods, h.date_start, h.date_end) for h in result.hits]
+        if not any(inside):
+            return self.search(query, filters=filters, options=options, stages=rest,
+                               query_vector=query_vector, explain=explain)
+        factor = 1 + plan.date_boost
+        order = sorted(range(len(result.hits)),
+                       key=lambda i: -result.hits[i].score * (factor if inside[i] else 1.0))
+        hits = [result.hits[i].model_copy(update={
+                    "rank": n + 1, "score": result.hits[i].score * (factor if inside[i] else 1)})
+                for n, i in enumerate(order[:top_k])]
+        event = StageEvent(
+            stage="dates", outcome="applied",
+            detail=f"x{factor:g} for {sum(inside)} of the top {len(inside)} dated in "
+                   + ", ".join(f"{a.isoformat()}..{b.isoformat()}" for a, b in periods),
+            ms=(time.perf_counter() - started) * 1000)
+        return result.model_copy(update={"hits": hits, "stages": [*result.stages, event]})
 
     def entity_evidence(self, question: str, *, filters: Filters | None = None,
                         prefer: Sequence[str] = (), limit: int = 5,

@@ -86,6 +86,9 @@ class StagesBody(_Body):
     entity_boost: Annotated[float, Field(ge=0, le=10)] | Literal["auto"] | None = Field(
         default=None, description="auto: the router boosts entity questions; a number: that "
         "weight on every question (0: off)")
+    date_boost: float | None = Field(
+        default=None, ge=0, le=10, description="passages dated in the month or year the "
+        "question names: fused score times 1 + this (0: off)")
 
 
 class SelfCheckBody(_Body):

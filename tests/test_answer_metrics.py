@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ from pgcite.evaluate._answers import (
     answer_golden,
     collection_passages,
     contains_answer,
+    first_quote,
     first_sentence,
     normalize,
     score_answer,
@@ -76,6 +78,24 @@ def test_abstentions_count_as_misses_and_per_kind() -> None:
     by_kind = summarize_by_kind([miss, kept, hit])
     assert list(by_kind) == ["all", "how many", "absent"]
     assert by_kind["absent"]["containment"] is None
+
+
+def test_frames_first_and_citations_after_the_cutoff_are_counted() -> None:
+    dated = {"late-0": Passage(document_id="late", text="The fire.", date_end=dt.date(1667, 1, 1)),
+             "early-0": Passage(document_id="gold", text="308.", date_end=dt.date(1660, 1, 1)),
+             "undated-0": Passage(document_id="x", text="No date.")}
+    query = QUERY.model_copy(update={"cutoff": dt.date(1666, 12, 31)})
+    framed = score_answer(query, answer="The entry of 22 March 1855 says: “March 22” [late-0]\n"
+                          "A passage says: “308.” [undated-0]", abstained=False,
+                          cited=["late-0", "undated-0"], passages=dated, latency_ms=1.0)
+    assert first_quote(framed.answer) == "March 22" and framed.first_frame == "date"
+    assert framed.cutoff_violations == 2  # one dated after the cutoff, one undated
+    fine = score_answer(query, answer="They gave up 308 points. [early-0]", abstained=False, cited=["early-0"],
+                        passages=dated, latency_ms=1.0)
+    assert fine.first_frame is None and fine.cutoff_violations == 0
+    totals = summarize([framed, fine])
+    assert totals["first_sentence_frames"] == 1 and totals["cutoff_violations"] == 2
+    assert totals["cites_relevant"] == 0.5  # of the answered: "fine" cites the gold document
 
 
 def test_an_openai_compatible_models_answers_get_the_same_metrics(

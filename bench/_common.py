@@ -80,6 +80,15 @@ def ensure_collection(
     return col
 
 
+def cell(value: Any) -> str:
+    """A figure for a markdown table: rates to 3 decimals, larger numbers to 1, None as –."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.3f}" if value <= 1 else f"{value:.1f}"
+    return str(value)
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]

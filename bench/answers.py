@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl
+from _common import DATA, RESULTS, ROOT, cell, client, ensure_collection, read_jsonl
 
 import pgcite
 from pgcite.answer import (
@@ -202,14 +202,6 @@ COLUMNS = [("containment", "contains"), ("first_sentence_containment", "1st sent
            ("latency_ms_p50", "generate p50 ms")]
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.3f}" if value <= 1 else f"{value:.1f}"
-    return str(value)
-
-
 def report(summary: dict[str, Any]) -> str:
     lines = ["# Answer benchmark", "",
              "Scored without a model (evaluate/_answers.py). contains / 1st sent.: a gold answer "
@@ -225,7 +217,7 @@ def report(summary: dict[str, Any]) -> str:
         lines.append("|---|" + "---|" * len(COLUMNS))
         for variant, kinds in data["variants"].items():
             row = kinds["all"]
-            lines.append(f"| {variant} | " + " | ".join(_cell(row.get(c[0])) for c in COLUMNS)
+            lines.append(f"| {variant} | " + " | ".join(cell(row.get(c[0])) for c in COLUMNS)
                          + " |")
         lines += ["", "Per query kind (precise vs previous):", "",
                   "| kind | n | previous: contains / 1st / prec. / cites relevant | precise: "
@@ -235,7 +227,7 @@ def report(summary: dict[str, Any]) -> str:
             "precise (new default)"]
         for kind in [k for k in new if k != "all"]:
             def trio(d: dict[str, Any]) -> str:
-                return " / ".join(_cell(d.get(k)) for k in (
+                return " / ".join(cell(d.get(k)) for k in (
                     "containment", "first_sentence_containment", "citation_precision",
                     "cites_relevant"))
             lines.append(f"| {kind} | {new[kind]['queries']} | {trio(old[kind])} | "
@@ -361,7 +353,7 @@ def unseen_report(summary: dict[str, Any]) -> str:
                   "| kind | " + " | ".join(c[1] for c in UNSEEN_COLUMNS) + " |",
                   "|---|" + "---|" * len(UNSEEN_COLUMNS)]
         for kind, row in data["figures"].items():
-            lines.append(f"| {kind} | " + " | ".join(_cell(row.get(c[0]))
+            lines.append(f"| {kind} | " + " | ".join(cell(row.get(c[0]))
                                                       for c in UNSEEN_COLUMNS) + " |")
     return "\n".join(lines) + "\n"
 

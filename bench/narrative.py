@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl
+from _common import DATA, RESULTS, ROOT, cell, client, ensure_collection, read_jsonl
 from psycopg import sql
 
 import pgcite
@@ -348,17 +348,6 @@ def run(c: pgcite.Client, dataset: Dataset, variants: Sequence[str]) -> dict[str
     return out
 
 
-ANSWER_COLUMNS = (("cites_relevant", "cites relevant"), ("citation_precision", "cit. prec."),
-                  ("containment", "contains"), ("first_sentence_containment", "1st sent."),
-                  ("first_sentence_frames", "frames first"), ("cutoff_violations", "late cit."))
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def report(summary: dict[str, Any]) -> str:
     lines = ["# Narrative questions: retrieval variants side by side", "",
              "nDCG@10 by document; answers: the default extractive answerer over each "
@@ -373,8 +362,8 @@ def report(summary: dict[str, Any]) -> str:
                   f"({data['machine']}).", "", "| variant | collection | nDCG@10 | " + " | ".join(kinds) + " |",
                   "|---|---|---|" + "---|" * len(kinds)]
         for variant, row in data["variants"].items():
-            lines.append(f"| {variant} | {row['collection']} | {_cell(row['ndcg@10'])} | "
-                         + " | ".join(_cell(row["ndcg@10_by_kind"].get(k)) for k in kinds)
+            lines.append(f"| {variant} | {row['collection']} | {cell(row['ndcg@10'])} | "
+                         + " | ".join(cell(row["ndcg@10_by_kind"].get(k)) for k in kinds)
                          + " |")
         answered = {v: r["answers"] for v, r in data["variants"].items() if "answers" in r}
         if answered:
@@ -388,7 +377,7 @@ def report(summary: dict[str, Any]) -> str:
                 ["containment", "first_sentence_containment"] if name.startswith("xquad")
                 else [])
             for variant, kinds_ in answered.items():
-                cells = [" / ".join(_cell(kinds_[k].get(m)) for m in keys) for k in akinds]
+                cells = [" / ".join(cell(kinds_[k].get(m)) for m in keys) for k in akinds]
                 lines.append(f"| {variant} | " + " | ".join(cells) + f" | "
                              f"{kinds_['all']['first_sentence_frames']} | "
                              f"{kinds_['all']['cutoff_violations']} |")

@@ -153,3 +153,7 @@ def test_the_passages_own_author_named_in_the_question_matches_nothing() -> None
     text = PreciseGenerator(options=PreciseOptions(embedding=0.0, max_sentences=1)).generate(
         request)
     assert text.endswith("[fire]"), text
+    # matched as before the rule (the setting bench/answers.py --unseen measures Pepys with)
+    before = PreciseGenerator(options=PreciseOptions(
+        embedding=0.0, max_sentences=1, match_author=True)).generate(request)
+    assert before.endswith("[cousin]"), before

@@ -342,13 +342,13 @@ def unseen(c: pgcite.Client, command: str) -> dict[str, Any]:
         view = col.view(embedder=False)
         passages = collection_passages(view)
         reverted = without(judged.family)
-        passes = [(judged.name, label(judged.family), None)]
+        passes: list[tuple[str, str, tuple[dict[str, Any], dict[str, Any]]]] = [
+            (judged.name, label(judged.family), ({}, {}))]
         if reverted is not None:
             passes.append((f"{judged.name}, settings chosen without it",
                            "leave-one-collection-out: " + "; ".join(
                                f"without '{d}'" for d in tuned_on(judged.family)), reverted))
-        for name, how, settings in passes:
-            stages, changes = settings or ({}, {})
+        for name, how, (stages, changes) in passes:
             records = []
             for query in queries:
                 started = time.perf_counter()

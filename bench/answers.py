@@ -295,13 +295,22 @@ def label(family: str) -> str:
 
 
 def without(family: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The stages and answerer options of the settings chosen without ``family`` (None when it
-    is unseen already, or a default tuned on it has no earlier value)."""
-    tuned = tuned_on(family)
-    if not tuned or any(d not in WITHOUT for d in tuned):
+    """The stages and answerer options with every default tuned on ``family`` that has an
+    earlier value put back to it (None when none has: nothing to ask again)."""
+    reverted = [d for d in tuned_on(family) if d in WITHOUT]
+    if not reverted:
         return None
-    stages = {k: v for d in tuned for k, v in WITHOUT[d][0].items()}
-    return stages, {k: v for d in tuned for k, v in WITHOUT[d][1].items()}
+    stages = {k: v for d in reverted for k, v in WITHOUT[d][0].items()}
+    return stages, {k: v for d in reverted for k, v in WITHOUT[d][1].items()}
+
+
+def without_label(family: str) -> str:
+    """What the second pass reverts, and what it still has that was tuned on ``family``."""
+    tuned = tuned_on(family)
+    kept = [d for d in tuned if d not in WITHOUT]
+    return ("leave-one-collection-out: " + "; ".join(f"without '{d}'" for d in tuned
+                                                     if d in WITHOUT)
+            + ("" if not kept else "; still tuned on it: " + "; ".join(kept)))
 
 
 def with_options(changes: dict[str, Any]) -> Callable[[Generator], Generator]:
@@ -346,8 +355,7 @@ def unseen(c: pgcite.Client, command: str) -> dict[str, Any]:
             (judged.name, label(judged.family), ({}, {}))]
         if reverted is not None:
             passes.append((f"{judged.name}, settings chosen without it",
-                           "leave-one-collection-out: " + "; ".join(
-                               f"without '{d}'" for d in tuned_on(judged.family)), reverted))
+                           without_label(judged.family), reverted))
         for name, how, (stages, changes) in passes:
             records = []
             for query in queries:

@@ -9,7 +9,8 @@ import pytest
 
 import pgcite
 
-PUBLIC = [pgcite.Client, pgcite.Collection, pgcite.SearchView, pgcite.connect]
+PUBLIC = [pgcite.Client, pgcite.Collection, pgcite.SearchView, pgcite.connect, pgcite.Exhibit,
+          pgcite.citation_source, pgcite.citation_page]
 
 
 def _pgcite_types(hint: object) -> set[type]:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
         ConfigError,
         DatabaseError,
         EmbedderError,
+        ExhibitExists,
+        ExhibitNotFound,
         FilterError,
         InvalidFilter,
         InvalidInput,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
         SnapshotNotFound,
         TimeBudgetExceeded,
     )
+    from pgcite._exhibits import Exhibit, citation_page, citation_source
     from pgcite._gate_settings import GateSettings
     from pgcite._types import Fusion, Mode
     from pgcite.answer import (
@@ -58,10 +61,13 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite.retrieve._pipeline import Retrieval, StageModels, Stages, StageTimeouts
     from pgcite.retrieve._rerank import Reranker
     from pgcite.retrieve._search import Ordering, SearchOptions
+    from pgcite.retrieve._sources import CitedSource, PageRegion, PassageNotFound, SourceDocument
     from pgcite.retrieve._view import SearchView
     from pgcite.store._collections import CollectionInfo, CollectionSettings
     from pgcite.store._documents import DocumentInfo, DocumentsRemoved
+    from pgcite.store._exhibits import ExhibitInfo, ExhibitSettings
     from pgcite.store._migrations import UpgradeStep
+    from pgcite.store._page_images import StoredPage
     from pgcite.store._replicas import Replica
     from pgcite.store._snapshots import SnapshotInfo
     from pgcite.store._staged import StagedBuild, StagedSummary
@@ -76,6 +82,9 @@ _EXPORTS: dict[str, str] = {
     "AsyncClient": "pgcite._async",
     "AsyncCollection": "pgcite._async",
     "ChatModel": "pgcite.llm",
+    "citation_page": "pgcite._exhibits",
+    "citation_source": "pgcite._exhibits",
+    "CitedSource": "pgcite.retrieve._sources",
     "Client": "pgcite._client",
     "Collection": "pgcite._client",
     "CollectionExists": "pgcite._errors",
@@ -98,6 +107,11 @@ _EXPORTS: dict[str, str] = {
     "EntityEvidence": "pgcite.retrieve._entities",
     "EntityFact": "pgcite.answer",
     "EvalSummary": "pgcite.lifecycle",
+    "Exhibit": "pgcite._exhibits",
+    "ExhibitExists": "pgcite._errors",
+    "ExhibitInfo": "pgcite.store._exhibits",
+    "ExhibitNotFound": "pgcite._errors",
+    "ExhibitSettings": "pgcite.store._exhibits",
     "ExternalSearch": "pgcite.answer._selfcheck",
     "FieldChange": "pgcite.ingest",
     "FieldMapping": "pgcite.ingest",
@@ -119,6 +133,8 @@ _EXPORTS: dict[str, str] = {
     "MissingDependency": "pgcite._errors",
     "Mode": "pgcite._types",
     "OptimizeReport": "pgcite.index",
+    "PageRegion": "pgcite.retrieve._sources",
+    "PassageNotFound": "pgcite.retrieve._sources",
     "Ordering": "pgcite.retrieve._search",
     "Overrides": "pgcite.ingest",
     "PgciteError": "pgcite._errors",
@@ -135,6 +151,8 @@ _EXPORTS: dict[str, str] = {
     "Settings": "pgcite.config",
     "SnapshotInfo": "pgcite.store._snapshots",
     "SnapshotNotFound": "pgcite._errors",
+    "SourceDocument": "pgcite.retrieve._sources",
+    "StoredPage": "pgcite.store._page_images",
     "TimeBudgetExceeded": "pgcite._errors",
     "Source": "pgcite.answer",
     "StagedBuild": "pgcite.store._staged",
@@ -174,6 +192,7 @@ __all__ = [
     "AsyncClient",
     "AsyncCollection",
     "ChatModel",
+    "CitedSource",
     "Client",
     "Collection",
     "CollectionExists",
@@ -194,6 +213,11 @@ __all__ = [
     "EntityEvidence",
     "EntityFact",
     "EvalSummary",
+    "Exhibit",
+    "ExhibitExists",
+    "ExhibitInfo",
+    "ExhibitNotFound",
+    "ExhibitSettings",
     "ExternalSearch",
     "FieldChange",
     "FieldMapping",
@@ -215,6 +239,8 @@ __all__ = [
     "MissingDependency",
     "Mode",
     "OptimizeReport",
+    "PageRegion",
+    "PassageNotFound",
     "Ordering",
     "Overrides",
     "PgciteError",
@@ -232,17 +258,21 @@ __all__ = [
     "SnapshotInfo",
     "SnapshotNotFound",
     "Source",
+    "SourceDocument",
     "StageEvent",
     "StageModels",
     "StageTimeouts",
     "StagedBuild",
     "StagedSummary",
+    "StoredPage",
     "Stages",
     "TimeBudgetExceeded",
     "TraceEvent",
     "Unit",
     "UpgradeStep",
     "Verdict",
+    "citation_page",
+    "citation_source",
     "connect",
     "connect_async",
 ]

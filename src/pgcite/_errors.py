@@ -109,3 +109,11 @@ class ScanLimitExceeded(LoadError):
     def __init__(self, path: str, reason: str, *, limit: str) -> None:
         super().__init__(path, reason)
         self.limit = limit
+
+
+class ExhibitNotFound(PgciteError):
+    """The named exhibit does not exist (or was deleted)."""
+
+
+class ExhibitExists(PgciteError):
+    """An exhibit of that name exists already."""

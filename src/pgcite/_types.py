@@ -35,6 +35,20 @@ Contextual = Literal["off", "header", "llm"]
 UNIT_METADATA_KEYS: frozenset[str] = frozenset({"ocr", "figure"})
 
 
+class PageImage(BaseModel):
+    """A scanned page as stored with its document (downscaled, re-encoded: ingest's
+    ``_page_images``), with the size of the image OCR read, whose coordinates its boxes use."""
+
+    model_config = ConfigDict(frozen=True)
+
+    media_type: str
+    width: int
+    height: int
+    ocr_width: int
+    ocr_height: int
+    data: bytes = Field(repr=False)
+
+
 class OcrPage(BaseModel):
     """How one page read by OCR: reported per page, so a poor or empty one is never silent."""
 
@@ -46,6 +60,8 @@ class OcrPage(BaseModel):
     low: bool  # below ``_ocr.LOW_CONFIDENCE``, or nothing recognised
     error: str | None = None  # why the page was not read (OCR unavailable here)
     blank: bool = False  # no ink on it: not sent to Tesseract (``_ocr.is_blank``)
+    # The page as read, to store with the document (None: not kept, or not read).
+    image: PageImage | None = Field(default=None, exclude=True, repr=False)
 
 
 class Unit(BaseModel):

@@ -33,6 +33,7 @@ from pgcite.config import Settings
 from pgcite.embed._base import Embedder, EmbedderSpec, Vectors
 from pgcite.ingest._chunking import chunk_document, embedding_text
 from pgcite.ingest._entities import Recognizer, mentions, recognizer_for
+from pgcite.ingest._page_images import page_images
 from pgcite.ingest._provenance import record
 from pgcite.ingest._stages import StageClock
 from pgcite.llm import ChatModel
@@ -41,6 +42,7 @@ from pgcite.store._database import Database
 from pgcite.store._embedding_cache import EmbedCounts, embed_with_cache
 from pgcite.store._entities import Mention, insert_entities
 from pgcite.store._entity_cache import read_with_cache
+from pgcite.store._page_images import store_page_images
 from pgcite.store._snapshots import NewVersion, insert_versions
 
 if TYPE_CHECKING:
@@ -89,6 +91,8 @@ class StoreVersions:
                                   corpus_version=self.corpus_version)
             insert_entities(self.conn, self.info, dict(zip(pks, found, strict=True)),
                             self.report.entity_model)
+            for (doc, _), pk in zip(chunked, pks, strict=True):  # a scan's pages, with it
+                store_page_images(self.conn, self.info, pk, page_images(doc.ocr_pages))
         self.written.update((v.document_id, pk) for v, pk in zip(versions, pks, strict=True))
         self.report.new_versions += len(versions)
         self.report.chunks_added += offset

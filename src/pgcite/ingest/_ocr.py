@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pgcite._types import OcrPage, Unit
+from pgcite.ingest._page_images import encode_page
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -362,7 +363,6 @@ def read_page(image: Image, page: int, lang: str, *, version: str | None = None,
     confs = [c for p in paragraphs for c in p.confidences]
     mean = round(statistics.fmean(confs), 1) if confs else None
     low = mean is None or mean < LOW_CONFIDENCE
-    summary = OcrPage(page=page, confidence=mean, words=len(confs), low=low)
     units = [
         Unit(text=region.text(), locator=f"p. {page}", metadata={"ocr": {
             "engine": f"tesseract {version}", "lang": lang, "page": page, "region": number,
@@ -373,6 +373,10 @@ def read_page(image: Image, page: int, lang: str, *, version: str | None = None,
         }})
         for number, region in enumerate(regions(paragraphs), start=1)
     ]
+    # the page as OCR read it, kept to show a citation's block on it (a page without a passage
+    # has nothing to cite)
+    summary = OcrPage(page=page, confidence=mean, words=len(confs), low=low,
+                      image=encode_page(image) if units else None)
     return units, summary
 
 

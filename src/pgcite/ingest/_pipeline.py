@@ -39,6 +39,7 @@ from pgcite.ingest._entities import missing as entities_missing
 from pgcite.ingest._flow import StoreVersions, write_documents
 from pgcite.ingest._flow import embed_texts as embed_texts  # re-exported
 from pgcite.ingest._loaders import FieldMapping, Overrides, iter_documents
+from pgcite.ingest._page_images import page_images
 from pgcite.ingest._provenance import FieldChange, Stored, changes, record, settle, stored_documents
 from pgcite.ingest._stages import StageClock, StageTime
 from pgcite.llm import ChatModel
@@ -55,6 +56,7 @@ from pgcite.store._entities import (
     read_alias_file,
     save_user_aliases,
 )
+from pgcite.store._page_images import store_page_images
 from pgcite.store._snapshots import (
     activate_snapshot,
     active_snapshot,
@@ -349,6 +351,9 @@ def ingest(
         if deadline is not None:
             deadline.check()  # nothing is committed; what was embedded stays in the cache
         record_provenance(conn, info, sources)
+        for doc in docs:  # scans stored before page images were kept get them now
+            if (pk := existing.get((doc.document_id, hashes[doc.document_id]))) is not None:
+                store_page_images(conn, info, pk, page_images(doc.ocr_pages))
         _store_aliases(conn, info, user_aliases, bool(new_pks), report)
         wanted = {**{doc_id: pk for (doc_id, _), pk in existing.items()}, **new_pks}
         if activate:

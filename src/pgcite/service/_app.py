@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pgcite import __version__
@@ -18,12 +18,13 @@ from pgcite._errors import DatabaseError
 from pgcite.config import Settings
 from pgcite.embed._registry import embedder_for_key
 from pgcite.llm import with_llm
-from pgcite.service import _admin, _documents, _routes
+from pgcite.service import _admin, _documents, _exhibits, _routes
 from pgcite.service._errors import install_error_handlers
 from pgcite.service._guard import RequestGuard
 from pgcite.service._metrics import Metrics
 from pgcite.service._state import ServiceConfig, ServiceState
 from pgcite.service._upload import remove_stale_folders
+from pgcite.service._visitor import no_visitors
 from pgcite.store._collections import list_collections
 from pgcite.store._snapshots import active_snapshot
 
@@ -89,9 +90,11 @@ def create_app(
                   description="Grounded retrieval and answers with checked citations.")
     app.state.pgcite = state
     install_error_handlers(app)
-    app.include_router(_routes.router)
-    app.include_router(_admin.router)
-    app.include_router(_documents.router)
+    keyed = [Depends(no_visitors)]  # a visitor key reaches its exhibit's routes only
+    app.include_router(_routes.router, dependencies=keyed)
+    app.include_router(_admin.router, dependencies=keyed)
+    app.include_router(_documents.router, dependencies=keyed)
+    app.include_router(_exhibits.router)
     app.include_router(_routes.ops)
 
     app.add_middleware(RequestGuard, config=config)

@@ -1,5 +1,6 @@
 """API keys: ``pgc_<key_id>_<secret>`` tokens, stored as sha256, scoped to a collection and a
-role. ``reader`` may search and ask; ``admin`` may also list, upload and activate snapshots."""
+role. ``reader`` may search and ask; ``admin`` may also list, upload and activate snapshots;
+``visitor`` may only ask one exhibit (``service/_visitor.py``), so it satisfies neither."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pydantic.alias_generators import to_camel
 
 from pgcite._errors import PgciteError
 from pgcite.store._collections import get_collection
+from pgcite.store._exhibits import directory_collection
 
-Role = Literal["reader", "admin"]
-ROLES: tuple[str, ...] = ("reader", "admin")
+Role = Literal["reader", "admin", "visitor"]
+ROLES: tuple[str, ...] = ("reader", "admin", "visitor")
 _TOKEN = re.compile(r"^pgc_([0-9a-f]{12})_[A-Za-z0-9_-]{40,60}$")
 
 
@@ -33,10 +35,11 @@ class ApiKey(BaseModel):
     note: str | None
     created_at: dt.datetime
     revoked_at: dt.datetime | None = None
+    exhibit: str | None = None  # a visitor key's exhibit
 
     def allows(self, collection: str, role: Role) -> bool:
         return (self.revoked_at is None and self.collection == collection
-                and (role == "reader" or self.role == "admin"))
+                and self.role != "visitor" and (role == "reader" or self.role == "admin"))
 
 
 class NewKey(BaseModel):
@@ -50,7 +53,7 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-_COLUMNS = "key_id, collection, role, note, created_at, revoked_at"
+_COLUMNS = "key_id, collection, role, note, created_at, revoked_at, exhibit"
 
 
 def _key(row: tuple[object, ...]) -> ApiKey:
@@ -58,17 +61,23 @@ def _key(row: tuple[object, ...]) -> ApiKey:
 
 
 def create_key(conn: psycopg.Connection, collection: str, role: str,
-               note: str | None = None) -> NewKey:
-    """A new key for ``collection`` (which must exist) with ``role``."""
+               note: str | None = None, *, exhibit: str | None = None) -> NewKey:
+    """A new key for ``collection`` (which must exist) with ``role``; a visitor key names the
+    ``exhibit`` (on that collection) it is bound to."""
     if role not in ROLES:
-        raise PgciteError(f"unknown role {role!r}", hint="use reader or admin")
+        raise PgciteError(f"unknown role {role!r}", hint="use reader, admin or visitor")
+    if (role == "visitor") != (exhibit is not None):
+        raise PgciteError("a visitor key is bound to one exhibit, and only a visitor key is",
+                          hint="pgcite key create --exhibit NAME")
     get_collection(conn, collection)  # a clear error for an unknown collection
+    if exhibit is not None and directory_collection(conn, exhibit) != collection:
+        raise PgciteError(f"exhibit {exhibit!r} is not on collection {collection!r}")
     key_id = secrets.token_hex(6)
     token = f"pgc_{key_id}_{secrets.token_urlsafe(32)}"
     row = conn.execute(
-        f"INSERT INTO pgcite.api_keys (key_id, key_sha256, collection, role, note)"  # noqa: S608
-        f" VALUES (%s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
-        (key_id, token_digest(token), collection, role, note),
+        f"INSERT INTO pgcite.api_keys (key_id, key_sha256, collection, role, note, exhibit)"  # noqa: S608
+        f" VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}",
+        (key_id, token_digest(token), collection, role, note, exhibit),
     ).fetchone()
     assert row is not None
     return NewKey(key=_key(row), token=token)

@@ -10,7 +10,6 @@ optionally ``Collection.answer`` pinned to the same snapshot: nothing here searc
 from __future__ import annotations
 
 import datetime as dt
-from importlib import resources
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI
@@ -32,8 +31,9 @@ from pgcite.retrieve._hits import Hit, StageEvent
 from pgcite.service._auth import Access, reader_access
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
+from pgcite.ui._assets import asset, static_response
+from pgcite.ui._exhibit import router as exhibit_router
 
-_STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
 # `key>=value` as the CLI's --filter: a key and a value, each within the API's bounds
 FilterArg = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS + MAX_VALUE_CHARS + 8),
                       AfterValidator(clean_text)]
@@ -108,14 +108,18 @@ router = APIRouter(tags=["inspector"])
 @router.get("/ui", response_class=HTMLResponse, include_in_schema=False)
 def page() -> HTMLResponse:
     """The inspector (no data in it: every datum comes from the keyed API)."""
-    return HTMLResponse(_asset("index.html"), headers={"Cache-Control": "no-store"})
+    return HTMLResponse(asset("index.html"), headers={"Cache-Control": "no-store"})
 
 
 @router.get("/ui/static/{name}", include_in_schema=False)
 def static(name: str) -> Response:
-    if name not in _STATIC:
-        return Response(status_code=404)
-    return Response(_asset(name), media_type=_STATIC[name])
+    return static_response(name)
+
+
+@router.get("/ui/source", response_class=HTMLResponse, include_in_schema=False)
+def source_page() -> HTMLResponse:
+    """A citation's source, opened from the inspector (``?collection=…&id=…&snapshot=…``)."""
+    return HTMLResponse(asset("source.html"), headers={"Cache-Control": "no-store"})
 
 
 @router.post("/ui/api/collections/{collection}/inspect", response_model=InspectOut,
@@ -128,10 +132,8 @@ def inspect_route(body: InspectBody, access: Annotated[Access, Depends(reader_ac
     return inspect(state.reader(access.info, access.grant), body, state.generator)
 
 
-def _asset(name: str) -> str:
-    return resources.files("pgcite.ui").joinpath("static", name).read_text(encoding="utf-8")
-
-
 def mount_ui(app: FastAPI) -> None:
-    """Serve the inspector at ``/ui`` of a ``create_app()`` application."""
+    """Serve the inspector at ``/ui`` and the visitors' exhibit pages at ``/exhibit/{name}`` of
+    a ``create_app()`` application."""
     app.include_router(router)
+    app.include_router(exhibit_router)

@@ -81,7 +81,9 @@ function hitItem(hit, list, words, fusedIds, cited) {
   head.append(el("span", null, hit.date || "undated"));
   if (hit.corpus) head.append(el("span", null, "corpus " + hit.corpus));
   if (list !== "fused" && !fusedIds.has(hit.id)) head.append(el("span", "badge drop", "dropped by fusion"));
-  li.append(head, highlighted(hit.text, words), el("div", "meta", hit.citation));
+  const meta = el("div", "meta", hit.citation + " · ");
+  meta.append(sourceLink(hit.id, "open the source"));
+  li.append(head, highlighted(hit.text, words), meta);
   return li;
 }
 
@@ -93,6 +95,20 @@ function renderLists(out, words) {
     ol.replaceChildren(...out[list].map((h) => hitItem(h, list, words, fusedIds, cited)));
     if (!out[list].length) ol.append(el("li", "meta", "(none)"));
   }
+}
+
+// Where a citation opens its source (/ui/source): the passage in its document, under the
+// query's cutoff and corpora, compared with the snapshot the lists came from.
+let shown = { collection: "", snapshot: "", cutoff: "", corpora: [] };
+
+function sourceLink(id, text) {
+  const q = new URLSearchParams({ collection: shown.collection, id });
+  if (shown.snapshot) q.set("snapshot", shown.snapshot);
+  if (shown.cutoff) q.set("cutoff", shown.cutoff);
+  for (const c of shown.corpora) q.append("corpora", c);
+  const a = el("a", "source-link", text);
+  a.href = "/ui/source?" + q;
+  return a;
 }
 
 // The answer's text with each [id] a link to that passage in the fused list.
@@ -116,6 +132,9 @@ function renderAnswer(answer) {
   $("answer-meta").textContent = (answer.abstained ? "abstained · " : "") + answer.generator
     + " · citations " + (answer.citations.join(", ") || "none")
     + " · sources " + answer.sources.map((s) => s.id).join(", ");
+  const links = el("p", "meta", "Open a citation's source: ");
+  for (const id of answer.citations) links.append(sourceLink(id, "[" + id + "]"), " ");
+  $("answer-sources").replaceChildren(...(answer.citations.length ? [links] : []));
 }
 
 function renderTrace(out) {
@@ -194,6 +213,8 @@ async function inspect(event) {
   status("Searching…");
   try {
     const out = await api("POST", "/ui/api/collections/" + encodeURIComponent(name) + "/inspect", body);
+    shown = { collection: name, snapshot: String(out.snapshot_id), cutoff: body.cutoff || "",
+              corpora: body.corpora || [] };
     renderLists(out, terms(body.query));
     renderAnswer(out.answer);
     renderTrace(out);

@@ -338,3 +338,39 @@ def test_a_citation_link_stays_true_across_later_ingests(
     # a snapshot that no longer exists (or never went live) cannot vouch for anything
     assert opened(cheese, 99999)["status"] == "unverified"
     col.rollback()  # the plague entry back, for the other tests
+
+
+def test_the_command_line_defines_lists_shows_keys_and_deletes(
+    settings: Any, col: pgcite.Collection, tmp_path: Path,
+) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    runner = CliRunner()
+    env = {"PGCITE_DATA_DIR": str(settings.data_dir)}
+    spec = tmp_path / "ibn.yaml"
+    spec.write_text("persona: Samuel Pepys\nlanguage: ar\nquestions:\n  - أين بدأ الحريق؟\n",
+                    encoding="utf-8")
+
+    def run(*args: str) -> Any:
+        return runner.invoke(app, list(args), env=env)
+    made = run("exhibit", "create", "cli-pepys", "-c", NAME, "--file", str(spec),
+               "--cutoff", "1666-12-31", "--corpus", "A", "--greeting", "Welcome", "--json")
+    assert made.exit_code == 0, made.output
+    info = json.loads(made.stdout)
+    assert info["settings"]["cutoff"] == "1666-12-31" and info["settings"]["language"] == "ar"
+    again = run("exhibit", "create", "cli-pepys", "-c", NAME, "--persona", "X")
+    assert again.exit_code != 0 and "exists already" in again.output and "Traceback" not in \
+        again.output
+    bad = run("exhibit", "create", "cli-bad", "-c", NAME, "--direction", "sideways")
+    assert bad.exit_code == 2 and "direction" in bad.output
+    listed = run("exhibit", "list", "--json")
+    assert "cli-pepys" in [e["name"] for e in json.loads(listed.stdout)]
+    shown = run("exhibit", "show", "cli-pepys")
+    assert shown.exit_code == 0 and "version 1" in shown.output
+    key = run("exhibit", "key", "cli-pepys", "--json")
+    assert json.loads(key.stdout)["key"]["role"] == "visitor"
+    gone = run("exhibit", "delete", "cli-pepys")
+    assert gone.exit_code == 0 and "deleted" in gone.output
+    assert run("exhibit", "show", "cli-pepys").exit_code != 0

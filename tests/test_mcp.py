@@ -50,7 +50,8 @@ def test_tools_are_listed_with_model_facing_descriptions(
     async def body(session: Client) -> Any:
         return (await session.list_tools()).tools
     tools = {t.name: t for t in _session(client, None, body)}
-    assert set(tools) == {"list_collections", "search", "answer", "get_passage", "entities"}
+    assert set(tools) == {"list_collections", "search", "answer", "get_passage", "entities",
+                          "ask_exhibit", "open_citation"}
     assert "citation_id" in (tools["search"].description or "")
     assert "hard" in (tools["search"].description or "").lower()
     assert "cutoff" in tools["search"].input_schema["properties"]

@@ -17,7 +17,7 @@ import typer
 from typer._click.exceptions import ClickException  # typer vendors click (pyproject pins it)
 from typer.core import TyperGroup
 
-from pgcite.cli import _collection, _documents, _server, _snapshot
+from pgcite.cli import _collection, _documents, _exhibit, _server, _snapshot
 from pgcite.cli._ask import ask_command
 from pgcite.cli._common import set_global
 from pgcite.cli._demo import demo_command
@@ -63,6 +63,7 @@ app = typer.Typer(
 app.add_typer(_collection.app, name="collection")
 app.add_typer(_snapshot.app, name="snapshot")
 app.add_typer(_documents.app, name="documents")
+app.add_typer(_exhibit.app, name="exhibit")
 app.command("ingest")(ingest_command)
 app.command("search")(search_command)
 app.command("entities")(entities_command)

@@ -92,7 +92,8 @@ def serve_command(
         app = create_app(settings(), config=config)
         mcp = _mount_mcp(app)
         mount_ui(app)
-    console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, inspector: /ui, auth "
+    console.print(f"pgcite service on http://{host}:{port}  (docs: /docs, inspector: /ui, "
+                  f"exhibits: /exhibit/NAME, auth "
                   f"{'on' if auth else 'OFF'}, generator {generator}"
                   f"{', MCP: /mcp' if mcp else ''})")
     # configure: request heads and bodies bounded in time (service/_connections.py)

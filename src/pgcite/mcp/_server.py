@@ -23,7 +23,7 @@ from pgcite import __version__
 from pgcite._errors import PgciteError
 from pgcite._inputs import excerpt
 from pgcite.answer._types import Generator
-from pgcite.mcp import _tools
+from pgcite.mcp import _exhibits, _tools
 from pgcite.mcp._access import Access
 from pgcite.retrieve._entities import EntitiesResult
 
@@ -184,6 +184,9 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         return _checked(lambda: _tools.entities(
             resolve(ctx), collection, near=near, kind=kind, limit=limit,
             filters=_tools.filters_of(cutoff, corpora, None), snapshot_id=snapshot_id))
+
+    _exhibits.register(server, resolve, generator=generator, threshold=threshold,
+                       checked=_checked)
 
     @server.resource(_tools.COLLECTION_URI, mime_type="application/json",
                      description="A collection: language, model, date range, corpora, fields.")

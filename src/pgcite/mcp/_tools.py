@@ -143,6 +143,11 @@ def answer(access: Access, collection: str, question: str, *, top_k: int, filter
     col = access.collection(collection)
     result: Answer = col.answer(question, top_k=top_k, filters=filters, generator=generator,
                                 threshold=threshold, entity_facts=entity_facts)
+    return answer_out(result)
+
+
+def answer_out(result: Answer) -> AnswerOut:
+    """An answer as the MCP tools return it."""
     return AnswerOut(
         entities=result.entities,
         answer=result.answer, abstained=result.abstained, citations=result.citations,

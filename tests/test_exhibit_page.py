@@ -306,9 +306,14 @@ def test_right_to_left_for_arabic_on_a_kiosk(
     assert field and button and button["x"] < field["x"]  # the button sits to the left in rtl
     assert not visit.serious(), visit.serious()
     _shot(page, "kiosk-arabic", full=False)
-    # a visitor key of one exhibit is refused by the other
+    # a visitor key of one exhibit is refused by the other, as an unknown exhibit would be
     assert page.evaluate("""async (key) => (await fetch('/v1/exhibits/pepys',
-        {headers: {Authorization: 'Bearer ' + key}})).status""", tokens["visitor-ar"]) == 403
+        {headers: {Authorization: 'Bearer ' + key}})).status""", tokens["visitor-ar"]) == 404
+    # and its page, handed the wrong exhibit's key, asks for a key rather than giving up
+    wrong = browser.new_page()
+    wrong.goto(f"{base_url}/exhibit/pepys#key={tokens['visitor-ar']}")
+    wrong.wait_for_selector("#key-form:not([hidden])", timeout=30_000)
+    assert wrong.get_attribute("body", "data-ready") != "1"
 
 
 def test_a_visitor_key_cannot_use_the_inspector(browser: Any, base_url: str,

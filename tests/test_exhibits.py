@@ -252,6 +252,33 @@ def test_a_visitor_key_is_refused_everywhere_outside_its_exhibit(
     other.delete()
 
 
+def test_the_visitor_role_is_the_one_access_rules(
+    client: pgcite.Client, col: pgcite.Collection, exhibit: pgcite.Exhibit, diary: Any,
+) -> None:
+    """Rule 5 of service/_access.py, as Python sees it (HTTP and MCP call the same Grant)."""
+    from pgcite.service import open_collection
+    from pgcite.service._access import authenticate_grant
+
+    with client.db.transaction() as conn:
+        token = create_key(conn, col.name, "visitor", exhibit=exhibit.name).token
+    with pytest.raises(pgcite.AccessDenied, match="a visitor key may only ask its exhibit"):
+        open_collection(client, NAME, key=token)  # its own collection: no role on it
+    with pytest.raises(pgcite.CollectionNotFound, match=f"no collection named {diary.name!r}"):
+        open_collection(client, diary.name, key=token)  # another: as an unknown name
+    grant = authenticate_grant(client, token)
+    with pytest.raises(pgcite.ExhibitNotFound):
+        grant.visiting(NAME, "pepys-other")  # another exhibit: as an unknown one
+    with pytest.raises(pgcite.ExhibitNotFound):
+        grant.visiting(diary.name, exhibit.name)
+    opened = grant.visiting(NAME, exhibit.name).open(client, col.info)
+    assert opened.snapshot().snapshot_id == col.active_snapshot().snapshot_id
+    with pytest.raises(pgcite.AccessDenied):  # the active snapshot only, as a reader's
+        opened.snapshot(2**31 - 1)
+    with pytest.raises(pgcite.SnapshotNotFound):  # an admin (no key) is told it is unknown
+        authenticate_grant(client, None).visiting(NAME, exhibit.name).open(
+            client, col.info).snapshot(2**31 - 1)
+
+
 def test_deleting_an_exhibit_deletes_its_visitor_keys(
     api: TestClient, keys: dict[str, dict[str, str]], col: pgcite.Collection,
 ) -> None:

@@ -11,34 +11,38 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from pgcite._errors import CollectionNotFound, ExhibitNotFound
 from pgcite._exhibits import Exhibit
+from pgcite._inputs import clean_text
 from pgcite.answer._types import Generator
 from pgcite.mcp._access import Access
 from pgcite.mcp._tools import AnswerOut, answer_out
 from pgcite.retrieve._sources import CitedSource
-from pgcite.service._visitor import may_visit
 from pgcite.store._collections import get_collection
 from pgcite.store._exhibits import directory_collection, get_exhibit
 
 ExhibitName = Annotated[str, Field(min_length=1, max_length=63, description=(
-    "The exhibit's name (its page is /exhibit/NAME)."))]
+    "The exhibit's name (its page is /exhibit/NAME).")), AfterValidator(clean_text)]
+Text500 = Annotated[str, Field(min_length=1, max_length=500), AfterValidator(clean_text)]
 
 
 def open_exhibit(access: Access, name: str) -> Exhibit:
-    """The exhibit ``name`` if this caller may visit it; an unknown exhibit and one the key may
-    not visit get the same answer."""
+    """The exhibit ``name`` if this caller may visit it (service/_access.py, rule 5); an
+    unknown exhibit and one the key may not visit get the same answer."""
+    grant = access.grant
     try:
+        if grant.visitor_of not in (None, name):  # decided before any lookup
+            raise ExhibitNotFound(name)
         with access.client.connection() as conn:
-            info = get_collection(conn, directory_collection(conn, name))
+            collection = directory_collection(conn, name)
+            visiting = grant.visiting(collection, name)
+            info = get_collection(conn, collection)
             stored = get_exhibit(conn, info, name)
     except (ExhibitNotFound, CollectionNotFound):
-        stored = None
-    if stored is None or not may_visit(access.key, stored):
-        raise ExhibitNotFound(f"no exhibit named {name!r} is visible here")
-    return Exhibit(access.reader(info), stored)
+        raise ExhibitNotFound(f"no exhibit named {name!r}") from None
+    return Exhibit(access.reader(info, visiting), stored)
 
 
 def register(server: MCPServer, resolve: Callable[[Context], Access], *,
@@ -51,7 +55,7 @@ def register(server: MCPServer, resolve: Callable[[Context], Access], *,
     @server.tool(annotations=read_only)
     def ask_exhibit(
         ctx: Context, exhibit: ExhibitName,
-        question: Annotated[str, Field(min_length=1, max_length=500)],
+        question: Text500,
     ) -> AnswerOut:
         """Ask an exhibit (a historical figure's archive) a question: the answer speaks as the
         figure, quotes only passages within the exhibit's date cutoff and corpora, and cites
@@ -64,7 +68,7 @@ def register(server: MCPServer, resolve: Callable[[Context], Access], *,
     @server.tool(annotations=read_only)
     def open_citation(
         ctx: Context, exhibit: ExhibitName,
-        citation_id: Annotated[str, Field(min_length=1, max_length=500)],
+        citation_id: Text500,
         snapshot_id: Annotated[int | None, Field(ge=1, description=(
             "The snapshot_id of the answer that cited it: says whether the text is still the "
             "text that was cited."))] = None,

@@ -19,20 +19,33 @@ on loopback, ``pgcite mcp`` without a key, Python with the database's own creden
    opens with :meth:`Grant.open` refuses other snapshots itself (``snapshots="active"``), so no
    route, tool, stage or self-check search can read another one.
 4. **Errors say nothing the caller may not see**: no list of collections or snapshot ids.
+5. **Visitors.** A ``visitor`` key is bound to one exhibit of its collection (docs/exhibits.md):
+   it holds no collection role -- on its own collection it is :class:`AccessDenied`, elsewhere
+   :func:`not_found` -- and may only open the collection *for its exhibit*
+   (:meth:`Grant.visiting`), whose settings then decide cutoff and corpora
+   (service/_visitor.py), on the active snapshot. Readers and admins of the collection may visit
+   its exhibits too (to preview them); an exhibit the caller may not visit is
+   :class:`ExhibitNotFound`, as an unknown one is.
 
 The interface is small on purpose: ``Grant.require(name, role)`` before a lookup,
-``Grant.open(client, info, ...)`` to get the collection as the caller may see it, and
-``authenticate_grant`` for a token. Everything else (HTTP dependencies, the MCP tools) calls
-these.
+``Grant.open(client, info, ...)`` to get the collection as the caller may see it (after
+``Grant.visiting(collection, exhibit)`` for an exhibit), and ``authenticate_grant`` for a
+token. Everything else (HTTP dependencies, the MCP tools) calls these.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pgcite._client import Client, Collection, SnapshotScope
-from pgcite._errors import AccessDenied, CollectionNotFound, ConfigError, PgciteError
+from pgcite._errors import (
+    AccessDenied,
+    CollectionNotFound,
+    ConfigError,
+    ExhibitNotFound,
+    PgciteError,
+)
 from pgcite.retrieve._view import ConnectionFactory
 from pgcite.service._keys import ApiKey, Role, authenticate
 from pgcite.store._collections import CollectionInfo, get_collection
@@ -50,14 +63,40 @@ class Grant:
     """What one caller may do. ``key`` None: every collection, every snapshot."""
 
     key: ApiKey | None = None
+    # The exhibit this grant opens its collection for (:meth:`visiting`); None: no exhibit.
+    for_exhibit: str | None = None
 
     def allows(self, collection: str, role: Role) -> bool:
         return self.key is None or self.key.allows(collection, role)
+
+    @property
+    def visitor_of(self) -> str | None:
+        """A visitor key's exhibit (None: not a visitor key)."""
+        return self.key.exhibit if self.key is not None and self.key.role == "visitor" else None
+
+    def visits(self, collection: str, exhibit: str) -> bool:
+        """Whether this caller may ask ``exhibit`` (defined on ``collection``) and open its
+        citations: its own visitor keys, and whoever may read the collection."""
+        if self.key is not None and self.visitor_of is not None:
+            return (self.key.revoked_at is None and self.key.collection == collection
+                    and self.visitor_of == exhibit)
+        return self.allows(collection, "reader")
+
+    def visiting(self, collection: str, exhibit: str) -> Grant:
+        """This grant, to open ``collection`` for ``exhibit`` alone (:meth:`open`); an exhibit
+        the caller may not visit gets an unknown exhibit's answer."""
+        if not self.visits(collection, exhibit):
+            raise ExhibitNotFound(f"no exhibit named {exhibit!r}")
+        return replace(self, for_exhibit=exhibit)
 
     def require(self, collection: str, role: Role) -> None:
         """Raise unless this caller may ``role`` the collection named ``collection`` (checked
         before the name is looked up, so an existing and an unknown name look the same)."""
         if not self.allows(collection, "reader"):
+            if self.visitor_of is not None and self.key is not None \
+                    and self.key.collection == collection:
+                raise AccessDenied("a visitor key may only ask its exhibit",
+                                   hint=f"its exhibit is {self.visitor_of!r}")
             raise not_found(collection)
         if not self.allows(collection, role):
             raise AccessDenied(f"this API key may not administer collection {collection!r}",
@@ -70,8 +109,10 @@ class Grant:
     def open(self, client: Client, info: CollectionInfo, *,
              connection: ConnectionFactory | None = None) -> Collection:
         """``info``'s collection as this caller may read it (``connection``: where its queries
-        get connections, e.g. the service's read-role-scoped ones)."""
-        self.require(info.name, "reader")
+        get connections, e.g. the service's read-role-scoped ones). A grant :meth:`visiting`
+        an exhibit opens the exhibit's collection for a visitor of it (active snapshot only)."""
+        if self.for_exhibit is None or not self.visits(info.name, self.for_exhibit):
+            self.require(info.name, "reader")
         return Collection(client, info, connection=connection,
                           snapshots=self.snapshots(info.name))
 

@@ -21,14 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._errors import ExhibitExists, ExhibitNotFound
 from pgcite._exhibits import Exhibit, citation_page, citation_source
+from pgcite._inputs import MAX_LIST_ITEMS, CleanStr, Name
 from pgcite.answer._types import Answer
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._sources import CitedSource, PassageNotFound
 from pgcite.service._auth import Access, admin_access, reader_access
 from pgcite.service._errors import ApiError
 from pgcite.service._keys import NewKey, create_key
-from pgcite.service._models import MAX_LIST_ITEMS, CleanStr, Name
-from pgcite.service._pinned import pinned_snapshot
 from pgcite.service._routes import ERRORS, _observe_answer
 from pgcite.service._state import ServiceState, get_state
 from pgcite.service._stream import sse_answer
@@ -72,7 +71,7 @@ class VisitorKeyBody(BaseModel):
             tags=["exhibits"], responses=ERRORS)
 def list_route(access: Reader, state: State) -> Any:
     """The exhibits defined on the collection, each with the version in force."""
-    return Exhibit.list(state.reader(access.info))
+    return Exhibit.list(state.reader(access.info, access.grant))
 
 
 @router.put("/v1/collections/{collection}/exhibits/{exhibit}", response_model=ExhibitInfo,
@@ -88,7 +87,7 @@ def define_route(exhibit: ExhibitPath, settings: ExhibitSettings, access: Admin,
             tags=["exhibits"], responses=ERRORS)
 def show_route(exhibit: ExhibitPath, access: Reader, state: State) -> Any:
     with _http_errors():
-        return Exhibit.open(state.reader(access.info), exhibit).info
+        return Exhibit.open(state.reader(access.info, access.grant), exhibit).info
 
 
 @router.delete("/v1/collections/{collection}/exhibits/{exhibit}", response_model=ExhibitInfo,
@@ -123,12 +122,10 @@ def source_route(
     ``cutoff``/``corpora``), the document's dates, author, title and provenance, and for a
     scan the page region. Read from the active snapshot (an admin key: the one named), and
     compared with the snapshot the citation names (``status``)."""
-    pin = snapshot is not None and access.principal.allows(access.info.name, "admin")
-    if pin:
-        pinned_snapshot(access, state, snapshot)
+    pin = snapshot is not None and access.grant.allows(access.info.name, "admin")
     with _http_errors():
-        return citation_source(state.reader(access.info), citation_id, cited_snapshot=snapshot,
-                               filters=Filters(cutoff=cutoff, corpora=corpora), pin=pin,
+        return citation_source(state.reader(access.info, access.grant), citation_id,
+                               cited_snapshot=snapshot, filters=Filters(cutoff=cutoff, corpora=corpora), pin=pin,
                                neighbours=neighbours)
 
 
@@ -140,10 +137,11 @@ def page_route(
     corpora: Annotated[list[Name] | None, Query(max_length=MAX_LIST_ITEMS)] = None,
 ) -> Response:
     """The scanned page a passage was read from (shown only when every passage on the page
-    passes ``cutoff``/``corpora``). ``snapshot``: an admin key's other snapshot."""
-    readable = pinned_snapshot(access, state, snapshot)
+    passes ``cutoff``/``corpora``). ``snapshot``: an admin key's other snapshot (a reader's
+    key may name the active one only: service/_access.py)."""
     with _http_errors():
-        stored = citation_page(state.reader(access.info), citation_id, snapshot_id=readable,
+        stored = citation_page(state.reader(access.info, access.grant), citation_id,
+                               snapshot_id=snapshot,
                                filters=Filters(cutoff=cutoff, corpora=corpora))
     return _image(stored.data, stored.media_type)
 
@@ -203,7 +201,7 @@ async def answer_route(body: QuestionBody, visit: Visit, state: State) -> Any:
     options: dict[str, Any] = dict(
         top_k=5, generator=state.generator, threshold=state.config.threshold,
         **visit.exhibit.answer_options())
-    reader = await state.areader(visit.info)
+    reader = await state.areader(visit.info, visit.grant)
     if body.stream:
         return await sse_answer(reader, body.question, options,
                                 on_final=lambda result: _observe_answer(state, result))

@@ -1,6 +1,6 @@
 """API keys: ``pgc_<key_id>_<secret>`` tokens, stored as sha256, scoped to a collection and a
 role. ``reader`` may search and ask; ``admin`` may also list, upload and activate snapshots;
-``visitor`` may only ask one exhibit (``service/_visitor.py``), so it satisfies neither."""
+``visitor`` may only ask one exhibit (service/_access.py, rule 5), so it satisfies neither."""
 
 from __future__ import annotations
 

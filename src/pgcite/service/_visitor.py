@@ -1,13 +1,11 @@
-"""The visitor role, on top of the service's keys: a visitor key is bound to one exhibit, and may
-ask that exhibit questions and open its citations -- nothing else (docs/exhibits.md, "Visitor
-keys").
+"""The visitor role over HTTP: a visitor key is bound to one exhibit, and may ask that exhibit
+questions and open its citations -- nothing else (docs/exhibits.md, "Visitor keys").
 
-Two rules, each in one place:
-
-* :meth:`ApiKey.allows` (``_keys.py``) refuses a visitor key for every collection role, so
-  every route, MCP tool and inspector call that checks a reader or admin refuses it;
-* :func:`may_visit` here says who may use an exhibit: its visitor keys, and the readers and
-  admins of its collection (to preview it); with auth off (loopback), anyone.
+Who may do what is the one access rule's (service/_access.py, rule 5): a visitor key holds no
+collection role, so every route that checks a reader or admin refuses it; :meth:`Grant.visiting`
+is the one check of who may use an exhibit, and the collection is then opened under that grant
+(:meth:`Grant.open`: the active snapshot only). This module adds the HTTP side: the dependency
+of the exhibit routes, and the refusal on every other route (:func:`no_visitors`).
 
 What a visitor's request may carry is the other half: the exhibit routes take a question, a
 citation id and the snapshot its answer named, never a cutoff, corpora or a snapshot to read
@@ -20,43 +18,37 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
+from pydantic import AfterValidator
 
-from pgcite._errors import ExhibitNotFound
+from pgcite._errors import AccessDenied, CollectionNotFound, ExhibitNotFound
 from pgcite._exhibits import Exhibit
-from pgcite.service._auth import Principal, principal
+from pgcite._inputs import clean_text
+from pgcite.service._access import Grant
+from pgcite.service._auth import principal
 from pgcite.service._errors import ApiError
-from pgcite.service._keys import ApiKey
 from pgcite.service._state import ServiceState, get_state
 from pgcite.store._collections import CollectionInfo
-from pgcite.store._exhibits import ExhibitInfo, adirectory_collection, aget_exhibit
+from pgcite.store._exhibits import adirectory_collection, aget_exhibit
 
 
-def may_visit(key: ApiKey | None, exhibit: ExhibitInfo) -> bool:
-    """Whether ``key`` (None: auth is off) may ask ``exhibit`` and open its citations."""
-    if key is None:
-        return True
-    if key.role == "visitor":
-        return (key.revoked_at is None and key.exhibit == exhibit.name
-                and key.collection == exhibit.collection)
-    return key.allows(exhibit.collection, "reader")
-
-
-async def no_visitors(who: Annotated[Principal, Depends(principal)]) -> None:
+async def no_visitors(who: Annotated[Grant, Depends(principal)]) -> None:
     """Every route but an exhibit's: a visitor key is refused here, before the route runs (its
-    collection checks would refuse it too; a list would answer with nothing, and still answer)."""
-    if who.key is not None and who.key.role == "visitor":
-        raise ApiError(403, "a visitor key may only ask its exhibit",
-                       hint=f"use /v1/exhibits/{who.key.exhibit}/…")
+    collection checks would refuse it too; the list of collections would answer with nothing,
+    and still answer)."""
+    if who.visitor_of is not None:
+        raise AccessDenied("a visitor key may only ask its exhibit",
+                           hint=f"its exhibit is {who.visitor_of!r}")
 
 
-ExhibitPath = Annotated[str, Path(min_length=1, max_length=63, description="exhibit name")]
+ExhibitPath = Annotated[str, Path(min_length=1, max_length=63, description="exhibit name"),
+                        AfterValidator(clean_text)]
 
 
 @dataclass(frozen=True)
 class ExhibitAccess:
-    exhibit: Exhibit  # over the collection's read-only role
+    exhibit: Exhibit  # over the collection's read-only role, opened for the exhibit
     info: CollectionInfo
-    principal: Principal
+    grant: Grant  # the caller's, visiting the exhibit
 
 
 # What a visitor's request may carry in its query string (a source: the citation and the
@@ -68,26 +60,28 @@ async def exhibit_access(
     request: Request,
     exhibit: ExhibitPath,
     state: Annotated[ServiceState, Depends(get_state)],
-    who: Annotated[Principal, Depends(principal)],
+    who: Annotated[Grant, Depends(principal)],
 ) -> ExhibitAccess:
-    """The exhibit a request names, if its key may visit it: 404 for an unknown name (to
-    everyone), 403 for a key of another exhibit or collection; 422 for a query parameter no
-    exhibit route takes (a cutoff, corpora …): it would not apply, and is said so."""
+    """The exhibit a request names, if the caller may visit it; an unknown exhibit and one the
+    key may not visit are the same 404 (a visitor key of another exhibit is refused before any
+    lookup). 422 for a query parameter no exhibit route takes (a cutoff, corpora …): it would
+    not apply, and is said so."""
     unknown = sorted(set(request.query_params) - VISITOR_QUERY)
     if unknown:
         raise ApiError(422, f"an exhibit's request takes no {', '.join(unknown)[:100]}",
                        hint="the exhibit's settings decide cutoff, corpora and snapshot")
     try:
+        if who.visitor_of not in (None, exhibit):
+            raise ExhibitNotFound(f"no exhibit named {exhibit!r}")
         async with (await state.async_client()).connection() as conn:
             collection = await adirectory_collection(conn, exhibit)
+        grant = who.visiting(collection, exhibit)
         info = await state.alookup(collection)
         async with (await state.async_client()).connection() as conn:
             stored = await aget_exhibit(conn, info, exhibit)
-    except ExhibitNotFound as exc:
-        raise ApiError(404, exc.message) from None
-    if not may_visit(who.key, stored):
-        raise ApiError(403, f"this API key may not visit exhibit {exhibit!r}")
+    except (ExhibitNotFound, CollectionNotFound):
+        raise ApiError(404, f"no exhibit named {exhibit!r}") from None
     assert state.roles is not None
-    reader = (state.reader(info) if state.roles.ready(info)  # else: its role's grants, once
-              else await state.offload(lambda: state.reader(info)))
-    return ExhibitAccess(exhibit=Exhibit(reader, stored), info=info, principal=who)
+    reader = (state.reader(info, grant) if state.roles.ready(info)  # else: its role's grants
+              else await state.offload(lambda: state.reader(info, grant)))
+    return ExhibitAccess(exhibit=Exhibit(reader, stored), info=info, grant=grant)

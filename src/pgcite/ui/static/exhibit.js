@@ -278,7 +278,11 @@ async function start() {
   try {
     setUp(await (await api("")).json());
   } catch (err) {
-    if (err.status === 401 || err.status === 403) { needKey(); return; }
+    // 404 with a key: a key of another exhibit gets an unknown exhibit's answer (the access rule)
+    if (err.status === 401 || err.status === 403 || (err.status === 404 && key())) {
+      needKey();
+      return;
+    }
     status(labels.error + " " + err.message);
     return;
   }

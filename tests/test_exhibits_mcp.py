@@ -64,16 +64,18 @@ def _session(url: str, token: str, calls: list[tuple[str, dict[str, Any]]]) -> l
 def test_a_visitor_key_asks_its_exhibit_under_its_cutoff(
     base_url: str, tokens: dict[str, str], diary: pgcite.Collection,
 ) -> None:
-    asked, lifted = _session(base_url, tokens["visitor"], [
+    asked, lifted, plague = _session(base_url, tokens["visitor"], [
         ("ask_exhibit", {"exhibit": "mcp-pepys", "question": "Where did the great fire begin?"}),
         ("ask_exhibit", {"exhibit": "mcp-pepys", "question": "Where did the great fire begin?",
                          "cutoff": "1700-01-01", "corpora": ["B"]}),
+        ("ask_exhibit", {"exhibit": "mcp-pepys", "question": "the plague"}),
     ])
-    for result in (asked, lifted):
+    for result in (asked, lifted, plague):
         assert not result.is_error, result.content
         data = result.structured_content
-        assert all(s["date_start"] is not None and s["date_start"] <= CUTOFF
+        assert all(s["date"] is not None and s["date"] <= CUTOFF
                    and s["corpus"] == "A" for s in data["sources"])
+    assert plague.structured_content["sources"]  # the check above saw a source
     # without the exhibit the same question does find the 1666 fire: the cutoff is what held
     assert any(s.date and s.date > CUTOFF
                for s in diary.answer("Where did the great fire begin?").sources)
@@ -110,3 +112,36 @@ def test_a_visitor_key_is_refused_by_everything_else(
     ok = _session(base_url, tokens["reader"], [
         ("ask_exhibit", {"exhibit": "mcp-pepys", "question": "the plague"})])[0]
     assert not ok.is_error
+
+
+def test_pgcite_mcp_over_stdio_with_a_visitor_key(client: pgcite.Client,
+                                                  tokens: dict[str, str],
+                                                  diary: pgcite.Collection) -> None:
+    """The same rule where no HTTP service is in between: `pgcite mcp --key` (service/_access.py
+    is what both surfaces call)."""
+    import os
+    import sys
+
+    from mcp import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", "from pgcite.cli import main; main()", "--database-url", client.db.url,
+              "mcp", "--key", tokens["visitor"]],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    async def main() -> list[Any]:
+        async with Client(params) as session:
+            return [await session.call_tool("ask_exhibit", {
+                        "exhibit": "mcp-pepys", "question": "the plague"}),
+                    await session.call_tool("search", {"collection": diary.name,
+                                                       "query": "plague"}),
+                    await session.call_tool("ask_exhibit", {
+                        "exhibit": "mcp-other", "question": "the plague"})]
+    asked, searched, other = asyncio.run(main())
+    assert not asked.is_error, asked.content
+    sources = asked.structured_content["sources"]
+    assert sources and all(s["date"] <= CUTOFF for s in sources)
+    assert searched.is_error and "a visitor key may only ask its exhibit" in \
+        searched.content[0].text
+    assert other.is_error and "no exhibit named 'mcp-other'" in other.content[0].text

@@ -24,7 +24,7 @@ from pgcite.store._snapshots import (
     active_snapshot,
     build_snapshot,
     insert_version,
-    member_versions,
+    plan_snapshot,
 )
 from pgcite.ui import mount_ui
 
@@ -78,9 +78,9 @@ def add_document(client: pgcite.Client, col: pgcite.Collection, doc: Document) -
                             corpus_version=None)
         active = active_snapshot(conn, col.info)
         assert active is not None
-        members = member_versions(conn, col.info, active.snapshot_id)
-        members[doc.document_id] = pk
-        snapshot = build_snapshot(conn, col.info, members.values(), spec=col.info.embedder)
+        plan = plan_snapshot(conn, col.info, [pk], spec=col.info.embedder,
+                             content_id=active.snapshot_id)  # the active one, doc replaced
+        snapshot = build_snapshot(conn, col.info, plan, spec=col.info.embedder)
         activate_snapshot(conn, col.info, snapshot, forced=True)
     client.active_pointers().invalidate(col.name)
     return snapshot

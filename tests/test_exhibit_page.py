@@ -82,7 +82,7 @@ def tokens(client: pgcite.Client, col: pgcite.Collection) -> dict[str, str]:
     settings = pgcite.ExhibitSettings(
         persona="Samuel Pepys", title="Ask Samuel Pepys", cutoff=CUTOFF, corpora=["A", "B"],
         greeting="Good day to you. I kept a diary of London in the 1660s; ask me about it.",
-        questions=["Where did the fire begin?", "What did you bury in the garden?",
+        questions=["Where did the great fire begin?", "What did you bury in the garden?",
                    "Was the Navy Office saved from the fire?"],
         abstention_text="I did not write about that.")
     pgcite.Exhibit.create(col, "pepys", settings, replace=True)
@@ -170,7 +170,7 @@ def test_a_question_gets_a_streamed_cited_answer_in_her_words(
     assert page.locator("#questions button").count() == 3
     assert not visit.serious(), visit.serious()
     _shot(page, "phone-start")
-    visit.ask()  # the first suggested question: where did the fire begin
+    visit.ask()  # the first suggested question: where did the great fire begin
     assert page.get_attribute("body", "data-streaming") == "1"  # deltas came before the end
     text = page.inner_text("#answer")
     assert "I wrote" in text and "Pudding Lane" in text
@@ -281,7 +281,7 @@ def test_keyboard_only(browser: Any, base_url: str, tokens: dict[str, str]) -> N
     assert page.evaluate("document.activeElement.className") == "skip"
     page.keyboard.press("Enter")  # to the question box
     assert page.evaluate("document.activeElement.id") == "question"
-    page.keyboard.type("Where did the fire begin?")
+    page.keyboard.type("Where did the great fire begin?")
     page.keyboard.press("Enter")
     page.wait_for_selector("body[data-answered='cited']", timeout=60_000)
     for _ in range(10):  # on to the first citation

@@ -159,7 +159,7 @@ def haystack_keyword_searcher(store: Any, top_k: int) -> Searcher:
     def search(query: GoldenQuery) -> SearchOutcome:
         docs = retriever.run(query=query.text)["documents"]
         return SearchOutcome(hits=[ScoredHit(id=d.id, document_id=d.meta["document_id"],
-                                       score=float(d.score)) for d in docs])
+                                       score=float(d.score or 0.0)) for d in docs])
 
     return search
 

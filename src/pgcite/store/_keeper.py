@@ -120,6 +120,21 @@ def postmaster(pgdata: Path, known: psutil.Process | None) -> psutil.Process | N
     return known if known is not None and _running(known) else None
 
 
+def started_on(pgdata: Path) -> psutil.Process | None:
+    """The postmaster started with ``-D pgdata``, found by its command line."""
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.info["cmdline"] or []
+            if proc.info["name"] == "postgres" and _names_dir(cmdline, pgdata):
+                return proc
+    return None
+
+
+def _names_dir(cmdline: list[str], pgdata: Path) -> bool:
+    return any(flag == "-D" and os.path.normpath(value) == os.path.normpath(pgdata)
+               for flag, value in zip(cmdline, cmdline[1:], strict=False))
+
+
 def _running(proc: psutil.Process) -> bool:
     try:
         return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
@@ -162,6 +177,9 @@ def keep(pgdata: Path, idle_s: float, poll_s: float = POLL_S) -> str:
         time.sleep(poll_s)
         server = postmaster(pgdata, server)
         if not (pgdata / "PG_VERSION").exists():  # the data directory was deleted
+            # deleted before this watch first saw the server (a command shorter than one poll):
+            # its postmaster.pid went with it, only its command line still names it
+            server = server or started_on(pgdata)
             if server is not None:
                 stop_orphan(server)
             return "data directory gone"

@@ -75,6 +75,17 @@ _WINDOW = sql.SQL(
     " c.date_end, c.source, c.locator, c.title, c.body, c.metadata"
     " FROM {s}.chunks c JOIN target t USING (version_pk)"
     " WHERE abs(c.ordinal - t.ordinal) <= %(n)s AND {f} ORDER BY c.ordinal")
+# The neighbours of several passages at once (the answer's context): each target's document
+# version in the snapshot, ``n`` either side, the targets themselves left out.
+_NEIGHBOURS = sql.SQL(
+    "WITH target AS (SELECT c.id AS target, c.version_pk, c.ordinal FROM {s}.chunks c"
+    " WHERE c.id = ANY(%(ids)s) AND {f} AND c.version_pk IN"
+    " (SELECT version_pk FROM {s}.snapshot_members WHERE snapshot_id = %(snapshot_id)s))"
+    " SELECT t.target, c.id, c.document_id, c.ordinal, c.citation, c.author, c.corpus,"
+    " c.date_start, c.date_end, c.source, c.locator, c.title, c.body, c.metadata"
+    " FROM {s}.chunks c JOIN target t USING (version_pk)"
+    " WHERE c.ordinal <> t.ordinal AND abs(c.ordinal - t.ordinal) <= %(n)s AND {f}"
+    " ORDER BY t.target, c.ordinal")
 _PROFILE = sql.SQL(
     "SELECT min(c.date_start), max(c.date_end), count(*) FILTER (WHERE c.date_end IS NULL),"
     " coalesce(array_agg(DISTINCT c.corpus) FILTER (WHERE c.corpus IS NOT NULL), '{{}}')"
@@ -110,6 +121,26 @@ def passage_window(
         before=[p for p in rows if p.ordinal < target.ordinal],
         after=[p for p in rows if p.ordinal > target.ordinal],
     )
+
+
+def neighbour_passages(
+    conn: psycopg.Connection, info: CollectionInfo, snapshot: SnapshotInfo,
+    passage_ids: list[str], *, neighbours: int = 1, filters: Filters | None = None,
+) -> dict[str, list[Passage]]:
+    """For each of ``passage_ids`` in ``snapshot``, the passages up to ``neighbours`` before and
+    after it in its document, in document order, every one within ``filters`` (the same hard
+    filters as a search: a neighbour after the cutoff, in another corpus or outside a metadata
+    or entity filter is left out). An id not in the snapshot or outside the filters has none."""
+    if not passage_ids or neighbours < 1:
+        return {}
+    compiled = compile_filters(filters or Filters(), snapshot.metadata_fields or {}, info.schema_id)
+    params = {**compiled.params, "snapshot_id": snapshot.snapshot_id, "ids": list(passage_ids),
+              "n": neighbours}
+    out: dict[str, list[Passage]] = {}
+    for target, *row in conn.execute(_NEIGHBOURS.format(s=info.schema_id, f=compiled.sql()),
+                                     params).fetchall():
+        out.setdefault(target, []).append(_passage(tuple(row)))
+    return out
 
 
 def snapshot_profile(

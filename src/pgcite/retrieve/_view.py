@@ -22,7 +22,8 @@ from pgcite._errors import EmbedderError
 from pgcite.embed._base import Embedder
 from pgcite.retrieve._entities import EntityEvidence, boost_hits, entity_evidence, recognise
 from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._hits import SearchResult, StageEvent
+from pgcite.retrieve._hits import Hit, SearchResult, StageEvent
+from pgcite.retrieve._passages import neighbour_passages
 from pgcite.retrieve._pipeline import (
     DATE_DEPTH,
     Retrieval,
@@ -193,6 +194,18 @@ class SearchView:
             return entity_evidence(conn, self.info, self.snapshot, question,
                                    filters=filters or Filters(), prefer=prefer, limit=limit,
                                    citations=citations)
+
+    def neighbours(self, passage_ids: Sequence[str], *, filters: Filters | None = None,
+                   n: int = 1) -> dict[str, list[Hit]]:
+        """For each of ``passage_ids``, the passages up to ``n`` before and after it in its
+        document, in document order, from this view's snapshot and within ``filters`` exactly
+        as a search sees them (:func:`pgcite.retrieve._passages.neighbour_passages`). They are
+        hits no search ranked: score 0, rank 0 (the caller places them)."""
+        with self.connection() as conn:
+            found = neighbour_passages(conn, self.info, self.snapshot, list(passage_ids),
+                                       neighbours=n, filters=filters)
+        return {target: [Hit(**p.model_dump(exclude={"ordinal"}), score=0.0, rank=0)
+                         for p in passages] for target, passages in found.items()}
 
     def searcher(
         self,

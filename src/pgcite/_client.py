@@ -756,6 +756,7 @@ class Collection:
         wrap_generator: Callable[[Generator], Generator] | None = None,
         wrap_search: Callable[[SearchFn], SearchFn] | None = None,
         entity_facts: bool = True,
+        neighbours: int | None = None,
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
@@ -770,10 +771,12 @@ class Collection:
         who/where/how-often questions, state the entity graph's facts (people or places named
         with the question's entity, in how many passages, citing passages that name both)
         before the quotes; they are in ``answer.entities`` (docs/answers.md, "Entity
-        questions").
+        questions"). ``neighbours``: give the answerer, after each retrieved passage, this many
+        passages before and after it in its document, under the same filters (None: the
+        default, ``AnswerOptions.neighbours``; 0: the retrieved passages only).
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
-        from pgcite.answer._pipeline import AnswerOptions, answer_question
+        from pgcite.answer._pipeline import DEFAULT_NEIGHBOURS, AnswerOptions, answer_question
         from pgcite.answer._search import AnswerSettings
         from pgcite.answer._selfcheck import SelfCheckOptions
 
@@ -787,6 +790,7 @@ class Collection:
             stages=dict(stages) if stages is not None else None,
             self_check=SelfCheckOptions.model_validate(self_check or {}),
             snapshot_id=snapshot_id, entity_facts=entity_facts,
+            neighbours=DEFAULT_NEIGHBOURS if neighbours is None else neighbours,
         )
         # one snapshot and one set of models for every search the answer makes
         view = self.view(snapshot_id, embedder=mode != "keyword")
@@ -809,7 +813,8 @@ class Collection:
                                  filters=filters, cutoff=cutoff, corpora=corpora,
                                  generator=generator, judge=judge, external=external,
                                  wrap_generator=wrap_generator,
-                                 entity_evidence=view.entity_evidence)
+                                 entity_evidence=view.entity_evidence,
+                                 neighbours=view.neighbours)
         merged = merge_filters(filters, cutoff, corpora, None)
         if merged.cutoff is None:
             return answer

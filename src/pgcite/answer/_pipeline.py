@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +25,7 @@ from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_cont
 from pgcite.answer._facts import Evidence, Facts, entity_facts
 from pgcite.answer._guard import check_attribution, check_citations, cited_ids
 from pgcite.answer._precise import PreciseGenerator
-from pgcite.answer._search import AnswerSettings, EntityEvidenceFn, SearchFn
+from pgcite.answer._search import AnswerSettings, EntityEvidenceFn, NeighboursFn, SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
 from pgcite.answer._types import (
     Answer,
@@ -67,6 +67,9 @@ _UPPER_BOUND = re.compile(r"\b(?:before|until|till|up\s+to|prior\s+to|by)\s+"
 # earlier counts. A diary's questions about its own years stay clear of it, whichever entries
 # retrieval ranked first.
 EARLY_YEARS = 20
+# How many passages before and after each retrieved passage, in its document, the answerer is
+# also given (docs/answers.md, "Neighbouring passages"): the one place for this default.
+DEFAULT_NEIGHBOURS = 0
 
 
 class AnswerOptions(BaseModel):
@@ -89,6 +92,9 @@ class AnswerOptions(BaseModel):
     self_check: SelfCheckOptions = Field(default_factory=SelfCheckOptions)
     entity_facts: bool = Field(default=True, description="state the entity graph's facts for "
                                "who/where/how-often questions (docs/answers.md)")
+    neighbours: int = Field(default=DEFAULT_NEIGHBOURS, ge=0, le=5, description=(
+        "give the answerer, after each retrieved passage, this many passages before and after "
+        "it in its document (within the same filters); 0: the retrieved passages only"))
 
 
 def default_threshold(embedding_model: str) -> float | None:
@@ -143,6 +149,8 @@ class _Run:
         self.timings: dict[str, float] = {}
         self.attempts: list[Attempt] = []
         self.evidence: Evidence | None = None  # the entity graph, for entity questions
+        # the passages beside given ones, under the answer's filters (None: no neighbours)
+        self.neighbours: Callable[[list[str]], Mapping[str, list[Hit]]] | None = None
 
     def note(self, step: str, detail: str) -> None:
         self.trace.append(TraceEvent(step=step, detail=detail))
@@ -181,6 +189,7 @@ def answer_question(
     external: ExternalSearch | None = None,
     wrap_generator: Callable[[Generator], Generator] | None = None,
     entity_evidence: EntityEvidenceFn | None = None,
+    neighbours: NeighboursFn | None = None,
 ) -> Answer:
     """Answer ``question`` from what ``search_fn`` retrieves, with checked citations (see the
     module doc). ``search_fn`` is bound to one snapshot, so every retrieval of this answer (the
@@ -193,6 +202,9 @@ def answer_question(
     its text as it is written (:mod:`pgcite._streaming`); the check still reads the whole text.
     ``entity_evidence``: the entity graph over the same snapshot, for the facts an entity
     question's answer states (:mod:`pgcite.answer._facts`; off with ``entity_facts=False``).
+    ``neighbours``: the passages beside a retrieved one in its document, over the same snapshot
+    and filters, given to the answerer after it (``AnswerOptions.neighbours`` either side;
+    without this function, or at 0, the answerer sees the retrieved passages only).
     """
     options = options or AnswerOptions()
     settings = settings or AnswerSettings()
@@ -209,6 +221,8 @@ def answer_question(
     run.timings.update({k: v for k, v in result.timings_ms.items() if k != "total"})
     if entity_evidence is not None and options.entity_facts:
         run.evidence = lambda prefer: entity_evidence(question, filters=merged, prefer=prefer)
+    if neighbours is not None and options.neighbours > 0:
+        run.neighbours = lambda ids: neighbours(ids, filters=merged, n=options.neighbours)
     check = None
     if options.self_check.active:
         check = SelfCheck(
@@ -244,7 +258,8 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
     reason = abstention_reason(run.question, result, policy, options)
     if reason is not None:
         return run.abstain(reason)
-    passages, dropped = fit_context(result.hits, options.token_budget)
+    hits = _with_neighbours(run, result.hits)
+    passages, dropped = fit_context(hits, options.token_budget)
     if not passages:
         return run.abstain(f"no passage fits the token budget of {options.token_budget}")
     if check is not None and options.self_check.sufficiency:
@@ -253,11 +268,12 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
             return run.abstain("the model judged the passages insufficient to answer")
         if verdict == "unsure" and search is not None:  # retrieve wider, once
             wider = search(run.question, options.top_k * 2)
-            hits = merge_hits(result.hits, wider.hits)
-            passages, dropped = fit_context(hits, options.token_budget)
-            run.note("sufficiency", f"unsure: retrieved wider once, {len(hits)} passages")
+            merged = merge_hits(result.hits, wider.hits)
+            run.note("sufficiency", f"unsure: retrieved wider once, {len(merged)} passages")
             run.result = result = result.model_copy(update={
-                "hits": hits, "stages": [*result.stages, *wider.stages]})
+                "hits": merged, "stages": [*result.stages, *wider.stages]})
+            hits = _with_neighbours(run, merged)
+            passages, dropped = fit_context(hits, options.token_budget)
     used = sum(approx_tokens(p.text) for p in passages)
     run.note("context", f"{len(passages)} passages, ~{used} tokens of {options.token_budget}"
              + (f"; over budget, left out: {', '.join(dropped)}" if dropped else ""))
@@ -267,10 +283,34 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
     facts = _facts(run, text, passages)
     started = time.perf_counter()
     answer = _check(run, facts.text + " " + text if facts.text else text, name,
-                    [*passages, *facts.passages], [*result.hits, *facts.hits])
+                    [*passages, *facts.passages], [*hits, *facts.hits])
     answer.entities = [] if answer.abstained else facts.entities
     answer.timings_ms["check"] = _ms(started)  # the Answer holds a copy of run.timings
     return answer
+
+
+def _with_neighbours(run: _Run, hits: list[Hit]) -> list[Hit]:
+    """Each retrieved passage followed by the passages beside it in its document that are not
+    in the list already, all ranked by their new position: context the answerer may quote and
+    cite. They come from the answer's snapshot under its filters (``run.neighbours``), so a
+    neighbour after the cutoff or outside the corpora is never given, so never cited. Called
+    after the abstention decision: they change what is quoted, never whether to answer."""
+    if run.neighbours is None or not hits:
+        return hits
+    started = time.perf_counter()
+    beside = run.neighbours([h.id for h in hits])
+    seen = {h.id for h in hits}
+    out: list[Hit] = []
+    for hit in hits:
+        out.append(hit)
+        for neighbour in beside.get(hit.id, []):
+            if neighbour.id not in seen:
+                seen.add(neighbour.id)
+                out.append(neighbour)
+    run.timings["neighbours"] = _ms(started)
+    run.note("neighbours", f"{len(out) - len(hits)} passage(s) beside the {len(hits)} "
+             "retrieved added as context")
+    return [h.model_copy(update={"rank": i + 1}) for i, h in enumerate(out)]
 
 
 def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:

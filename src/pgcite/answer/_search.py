@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pgcite._types import Mode
 from pgcite.retrieve._entities import EntityEvidence
 from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._hits import SearchResult
+from pgcite.retrieve._hits import Hit, SearchResult
 
 
 class SearchFn(Protocol):
@@ -32,6 +32,15 @@ class EntityEvidenceFn(Protocol):
 
     def __call__(self, question: str, *, filters: Filters,
                  prefer: Sequence[str]) -> EntityEvidence | None: ...
+
+
+class NeighboursFn(Protocol):
+    """The passages beside each of ``passage_ids`` in its document (up to ``n`` either side, in
+    document order), from the same snapshot as the search and under the same ``filters``:
+    a neighbour outside them is never returned (:meth:`pgcite.retrieve._view.SearchView.neighbours`)."""
+
+    def __call__(self, passage_ids: Sequence[str], *, filters: Filters,
+                 n: int) -> Mapping[str, list[Hit]]: ...
 
 
 class AnswerSettings(BaseModel):

@@ -39,6 +39,7 @@ from pgcite.answer import (
     OpenAIChatGenerator,
     answer_question,
 )
+from pgcite.answer._pipeline import DEFAULT_NEIGHBOURS
 from pgcite.answer._precise import PreciseGenerator, PreciseOptions
 from pgcite.answer._qtype import question_kind
 from pgcite.answer._sentences import split_sentences
@@ -341,11 +342,25 @@ def judged_collection(c: pgcite.Client, judged: Judged) -> pgcite.Collection:
                              overrides=pgcite.Overrides(author="Samuel Pepys", corpus="A"))
 
 
-def unseen(c: pgcite.Client, command: str) -> dict[str, Any]:
+# Neighbouring passages as answerer context (docs/answers.md): every set is also asked with the
+# other setting, side by side, so the default's figures and the alternative's come from one run.
+OTHER_NEIGHBOURS = 1 if DEFAULT_NEIGHBOURS == 0 else 0
+
+
+def neighbours_label(n: int) -> str:
+    return ("neighbours off" if n == 0 else f"neighbours {n} either side") + (
+        " (default)" if n == DEFAULT_NEIGHBOURS else " (not default)")
+
+
+def unseen(c: pgcite.Client, command: str, only: Sequence[str] | None = None
+           ) -> dict[str, Any]:
     """Every judged set asked with the defaults (Collection.answer, the query's cutoff, nothing
-    else), scored per kind; each labelled by what was tuned on its collection."""
+    else), scored per kind; each labelled by what was tuned on its collection. Each is asked
+    again with the other neighbours setting (``OTHER_NEIGHBOURS``), labelled so."""
     out: dict[str, Any] = {}
     for judged in UNSEEN:
+        if only and not any(judged.name.startswith(o) for o in only):
+            continue
         missing = [p for p in judged.sets if not p.exists()]
         if missing:
             print(f"{judged.name}: skipped, {missing[0]} is not here", file=sys.stderr)
@@ -356,18 +371,22 @@ def unseen(c: pgcite.Client, command: str) -> dict[str, Any]:
         view = col.view(embedder=False)
         passages = collection_passages(view)
         reverted = without(judged.family)
-        passes: list[tuple[str, str, tuple[dict[str, Any], dict[str, Any]]]] = [
-            (judged.name, label(judged.family), ({}, {}))]
+        passes: list[tuple[str, str, tuple[dict[str, Any], dict[str, Any]], int]] = [
+            (judged.name, label(judged.family), ({}, {}), DEFAULT_NEIGHBOURS),
+            (f"{judged.name}, {neighbours_label(OTHER_NEIGHBOURS)}",
+             f"{label(judged.family)}; {neighbours_label(OTHER_NEIGHBOURS)}", ({}, {}),
+             OTHER_NEIGHBOURS)]
         if reverted is not None:
             passes.append((f"{judged.name}, settings chosen without it",
-                           without_label(judged.family), reverted))
-        for name, how, (stages, changes) in passes:
+                           without_label(judged.family), reverted, DEFAULT_NEIGHBOURS))
+        for name, how, (stages, changes), neighbours in passes:
             records = []
             for query in queries:
                 started = time.perf_counter()
                 answer = col.answer(query.text, cutoff=query.cutoff,
                                     snapshot_id=view.snapshot.snapshot_id, stages=stages or None,
-                                    wrap_generator=with_options(changes) if changes else None)
+                                    wrap_generator=with_options(changes) if changes else None,
+                                    neighbours=neighbours)
                 records.append(score_answer(
                     query, answer=answer.answer, abstained=answer.abstained,
                     cited=answer.citations, passages=passages,
@@ -375,6 +394,7 @@ def unseen(c: pgcite.Client, command: str) -> dict[str, Any]:
             print(f"{name}: {len(queries)} questions on {col.name}", file=sys.stderr)
             write_runs(f"unseen {name}", {"default": records})
             out[name] = {"collection": col.name, "family": judged.family, "label": how,
+                         "neighbours": neighbours,
                          "queries": len(queries),
                          "sets": [str(p.relative_to(p.parents[1])) for p in judged.sets],
                          "embedding_model": view.snapshot.embed_model,
@@ -405,6 +425,10 @@ def unseen_report(summary: dict[str, Any]) -> str:
              "is asked again with those values (*leave-one-collection-out*: the settings "
              "chosen without it).", "", "Defaults and where each was chosen:", ""]
     lines += [f"- {d}: {', '.join(on) or 'no collection'}" for d, on in CHOSEN_ON.items()]
+    default, other = neighbours_label(DEFAULT_NEIGHBOURS), neighbours_label(OTHER_NEIGHBOURS)
+    lines += ["", f"Every set is asked twice side by side: {default}, and {other} (the passages "
+              "before and after each retrieved one in its document, under the same filters, "
+              "given to the answerer too)."]
     for name, data in summary["datasets"].items():
         lines += ["", f"## {name}: {data['label']}", "",
                   f"`{data['collection']}` ({data['embedding_model']}), {data['queries']} "
@@ -428,6 +452,8 @@ def main() -> None:
     parser.add_argument("--unseen", action="store_true",
                         help="the headline: every judged set asked with the defaults, labelled "
                              "unseen or tuned (writes results/answers/unseen/)")
+    parser.add_argument("--sets", nargs="*", help="--unseen: only the judged sets whose name "
+                        "starts with one of these (e.g. 'pepys held-out' 'xquad')")
     parser.add_argument("--limit", type=int, default=300, help="first N XQuAD questions")
     parser.add_argument("--sample", type=int, help="only this many of them, evenly spaced")
     parser.add_argument("--datasets", nargs="*", default=[d[0] for d in DATASETS])
@@ -450,7 +476,7 @@ def main() -> None:
     command = "python bench/answers.py " + " ".join(sys.argv[1:])
     if args.unseen:
         with client() as c:
-            summary = {**stamp(command), "datasets": unseen(c, command)}
+            summary = {**stamp(command), "datasets": unseen(c, command, args.sets)}
         (OUT / "unseen").mkdir(parents=True, exist_ok=True)
         (OUT / "unseen" / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         (OUT / "unseen" / "report.md").write_text(unseen_report(summary))

@@ -206,3 +206,60 @@ def test_neighbours_come_from_the_answers_snapshot(client: pgcite.Client,
         assert "millpond" in texts_after and "chapel" not in texts_after
     finally:
         client.drop_collection("neighbours_versions")
+
+
+# -- the other surfaces pass the option through ---------------------------------------------------
+
+def test_cli_ask_takes_neighbours(ship: pgcite.Collection, settings: pgcite.Settings,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from pgcite.cli import app
+
+    monkeypatch.setenv("PGCITE_DATA_DIR", str(settings.data_dir))
+    monkeypatch.delenv("PGCITE_DATABASE_URL", raising=False)
+    first, captain, pit, _ = _ids(ship, "voyage")
+    base = ["ask", ship.name, QUESTION, "--top-k", "1", "--threshold", "0", "--json"]
+    result = CliRunner().invoke(app, [*base, "--neighbours", "1"])
+    assert result.exit_code == 0, result.output
+    assert [s["id"] for s in json.loads(result.output)["sources"]] == [captain, first, pit]
+    bad = CliRunner().invoke(app, [*base, "--neighbours", "9"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+
+
+def test_http_answer_takes_neighbours(client: pgcite.Client, ship: pgcite.Collection) -> None:
+    from tests.test_entities import reader_api
+
+    first, captain, pit, _ = _ids(ship, "voyage")
+    url = f"/v1/collections/{ship.name}/answer"
+    body = {"question": QUESTION, "top_k": 1, "threshold": 0}
+    for api in reader_api(client, ship.name):
+        resp = api.post(url, json={**body, "neighbours": 1})  # type: ignore[attr-defined]
+        assert resp.status_code == 200, resp.text
+        assert [s["id"] for s in resp.json()["sources"]] == [captain, first, pit]
+        plain = api.post(url, json=body)  # type: ignore[attr-defined]
+        assert [s["id"] for s in plain.json()["sources"]] == [captain]
+        assert api.post(url, json={**body, "neighbours": 9}).status_code == 422  # type: ignore[attr-defined]
+
+
+def test_mcp_answer_takes_neighbours(client: pgcite.Client, ship: pgcite.Collection) -> None:
+    pytest.importorskip("mcp", reason="the mcp extra is not installed")
+    import asyncio
+
+    from mcp import Client
+
+    from pgcite.mcp import build_server, open_access
+
+    server = build_server(lambda ctx: open_access(client, None))
+    first, captain, pit, _ = _ids(ship, "voyage")
+
+    async def main() -> dict[str, Any]:
+        async with Client(server) as session:
+            result = await session.call_tool("answer", {
+                "collection": ship.name, "question": QUESTION, "top_k": 1, "neighbours": 1})
+        assert not result.is_error, result.content  # type: ignore[attr-defined]
+        return result.structured_content  # type: ignore[attr-defined,no-any-return]
+
+    data = asyncio.run(main())
+    assert set(data["citations"]) <= {captain, first, pit}
+    assert [s["citation_id"] for s in data["sources"]] == [captain, first, pit]

@@ -141,6 +141,10 @@ def ask_command(
         "the entity graph's facts first: the people or places named with the question's "
         "entity, in how many passages, citing passages that name both (on by default; "
         "--json: `entities`).")] = True,
+    neighbours: Annotated[int | None, typer.Option(
+        min=0, max=5, help="Also give the answerer, after each retrieved passage, this many "
+        "passages before and after it in its document, within the same filters (default: "
+        "off).")] = None,
     stream: Annotated[bool, typer.Option(
         help="Print the answer as it is generated, then its checked citations; a citation "
         "the check removes is reported and the checked text shown. With --json: one JSON "
@@ -175,7 +179,8 @@ def ask_command(
                                  route_llm, entity_boost),
                 self_check={"grade": grade, "corrective": corrective,
                             "sufficiency": sufficiency, "budget_s": budget},
-                judge=judge, snapshot_id=snapshot, entity_facts=entity_facts)
+                judge=judge, snapshot_id=snapshot, entity_facts=entity_facts,
+                neighbours=neighbours)
             if stream:
                 from pgcite._streaming import stream_answer
                 from pgcite.cli._stream import print_stream

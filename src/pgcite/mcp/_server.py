@@ -135,6 +135,10 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         entity_facts: Annotated[bool, Field(description=(
             "who/where/how-often questions: state the entity graph's facts first (in "
             "`entities`)"))] = True,
+        neighbours: Annotated[int | None, Field(ge=0, le=5, description=(
+            "also give the answerer, after each retrieved passage, this many passages before "
+            "and after it in its document, within the same filters (null: the default, off)"))
+        ] = None,
     ) -> _tools.AnswerOut:
         """Answer a question from a collection's passages, with checked citations: every id in
         `citations` is one of `sources` (ids the guard could not check are removed and said so
@@ -144,7 +148,8 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
         return _checked(lambda: _tools.answer(
             resolve(ctx), collection, question, top_k=top_k,
             filters=_tools.filters_of(cutoff, corpora, metadata),
-            generator=generator, threshold=threshold, entity_facts=entity_facts))
+            generator=generator, threshold=threshold, entity_facts=entity_facts,
+            neighbours=neighbours))
 
     @server.tool(annotations=_READ_ONLY)
     def get_passage(

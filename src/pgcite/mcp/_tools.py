@@ -139,10 +139,11 @@ def search(access: Access, collection: str, query: str, *, top_k: int, mode: Mod
 
 def answer(access: Access, collection: str, question: str, *, top_k: int, filters: Filters,
            generator: Generator | None, threshold: float | None = None,
-           entity_facts: bool = True) -> AnswerOut:
+           entity_facts: bool = True, neighbours: int | None = None) -> AnswerOut:
     col = access.collection(collection)
     result: Answer = col.answer(question, top_k=top_k, filters=filters, generator=generator,
-                                threshold=threshold, entity_facts=entity_facts)
+                                threshold=threshold, entity_facts=entity_facts,
+                                neighbours=neighbours)
     return answer_out(result)
 
 

@@ -135,7 +135,7 @@ async def answer(body: AnswerBody, access: Reader, state: State) -> Any:
         generator=generator, token_budget=body.token_budget, threshold=threshold,
         stages=body.stage_overrides(),
         self_check=body.self_check.model_dump() if body.self_check else None,
-        entity_facts=body.entity_facts, snapshot_id=body.snapshot)
+        entity_facts=body.entity_facts, neighbours=body.neighbours, snapshot_id=body.snapshot)
     if state.replicated and not body.stream:  # the sync path routes reads to replicas
         result = await run_in_threadpool(
             lambda: state.reader(access.info, access.grant).answer(body.question, **options))

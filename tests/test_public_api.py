@@ -30,7 +30,11 @@ def _signatures() -> dict[str, set[type]]:
                    [(n, m) for n, m in inspect.getmembers(owner, inspect.isfunction)
                     if not n.startswith("_") or n == "__init__"])
         for name, fn in members:
-            hints = typing.get_type_hints(fn)
+            # names the module imports only for type checking (deferred for import time) are
+            # resolved among pgcite's exports, which is the point of the check
+            exports = {n: getattr(pgcite, n) for n in pgcite.__all__}
+            hints = typing.get_type_hints(
+                fn, globalns={**exports, **inspect.unwrap(fn).__globals__})
             named[f"{owner.__name__}.{name}"] = set().union(*map(_pgcite_types, hints.values()))
     return named
 

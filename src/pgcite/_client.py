@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
 import numpy as np
 import psycopg
@@ -35,9 +35,6 @@ from pgcite.answer._types import Answer, Generator
 from pgcite.config import Settings
 from pgcite.embed._registry import DEFAULT_EMBEDDER, embedder_for_key, load_embedder
 from pgcite.index import OptimizeReport, optimize
-from pgcite.ingest._loaders import FieldMapping, Overrides
-from pgcite.ingest._pipeline import IngestReport, ingest
-from pgcite.lifecycle import ActivationResult, activate, gate_ingest, rollback
 from pgcite.llm import ChatModel
 from pgcite.retrieve._entities import (
     EntitiesResult,
@@ -84,8 +81,15 @@ from pgcite.store._snapshots import (
     list_snapshots,
     lock_activations,
 )
-from pgcite.store._staged import StagedBuild, StagedSummary, build_staged, staged_summary
 from pgcite.store._statistics import after_build, refresh_after_merge
+
+if TYPE_CHECKING:
+    # Imported where they are used: a search (the CLI's most common command) needs neither
+    # the ingest nor the lifecycle, whose imports cost it ~0.09 s of CPU (bench/cli.py).
+    from pgcite.ingest._loaders import FieldMapping, Overrides
+    from pgcite.ingest._pipeline import IngestReport
+    from pgcite.lifecycle import ActivationResult
+    from pgcite.store._staged import StagedBuild, StagedSummary
 
 R = TypeVar("R", SearchResult, Answer)
 # Which snapshots a Collection may read: any ready one, or the active one only (a reader key's)
@@ -462,11 +466,15 @@ class Collection:
     ) -> ActivationResult:
         """Make a snapshot live through the evaluation gate (when the collection has a golden
         set); raises ``GateRefused`` naming the failing figures. See docs/snapshots.md."""
+        from pgcite.lifecycle import activate
+
         return activate(self, snapshot_id, golden_path=Path(golden) if golden else None,
                         force=force)
 
     def rollback(self) -> ActivationResult:
         """Back to the previously active snapshot (no gate: it passed when it was live)."""
+        from pgcite.lifecycle import rollback
+
         return rollback(self)
 
     def snapshots(self) -> list[SnapshotInfo]:
@@ -524,6 +532,9 @@ class Collection:
         processes can stage into one collection at once (docs/snapshots.md, "Parallel ingest").
         ``time_budget_s``: past it the ingest stops (``TimeBudgetExceeded``) and stores nothing
         (checked after each file is read and before storing)."""
+        from pgcite.ingest._pipeline import ingest
+        from pgcite.lifecycle import gate_ingest
+
         with self.client.connection() as conn:
             current = get_collection(conn, self.name).settings
         gated = activate and not stage and current.golden is not None
@@ -544,6 +555,8 @@ class Collection:
 
     def staged(self) -> StagedSummary:
         """What staged ingests stored that no build has taken yet (invisible to search)."""
+        from pgcite.store._staged import staged_summary
+
         with self.client.connection() as conn:
             return staged_summary(conn, self.info)
 
@@ -554,6 +567,9 @@ class Collection:
         live as an ingest's would: through the gate when the collection has a golden set
         (``report.gate``), not at all with ``activate=False``. Raises ``PgciteError`` if
         nothing is staged; ``report.snapshot_id`` is None if what is staged is live already."""
+        from pgcite.lifecycle import gate_ingest
+        from pgcite.store._staged import build_staged, staged_summary
+
         started = time.monotonic()
         with self.client.connection() as conn:
             info = get_collection(conn, self.name)

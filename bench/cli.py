@@ -314,7 +314,7 @@ def main() -> None:
         "metadata": {
             "benchmark": "cli", "command": " ".join(["python bench/cli.py", *sys.argv[1:]]),
             "commit": git("rev-parse", "--short", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "src")),
             "base": git("rev-parse", "--short", base) if base else None,
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "machine": machine(), "rounds": args.rounds,

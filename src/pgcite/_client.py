@@ -276,7 +276,7 @@ class Client:
         tried: set[str] = set()
         while (node := self.replicas.choose(frozenset(tried))) is not None:
             token = _READ_NODE.set(node)
-            noted = _REPLICA_ERRORS.set([])
+            errors = _REPLICA_ERRORS.set([])
             try:
                 result = fn()
             except Exception as exc:
@@ -295,7 +295,7 @@ class Client:
                 continue
             finally:
                 _READ_NODE.reset(token)
-                _REPLICA_ERRORS.reset(noted)
+                _REPLICA_ERRORS.reset(errors)
             self.replicas.succeeded(node)
             self.replicas.count(node.label)
             return result

@@ -165,24 +165,26 @@ _SESSIONS_END_S = 2.0
 
 def _await_sessions_ended(pgdata: Path, within_s: float = _SESSIONS_END_S) -> None:
     """Wait (``within_s`` at most) until the server on ``pgdata`` has no client backend left."""
+    server = postmaster(pgdata, None)
     deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        server = postmaster(pgdata, None)
-        if server is None or not _client_backends(server):
-            return
+    while server is not None and _serves_a_client(server) and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
-def _client_backends(server: psutil.Process) -> list[psutil.Process]:
-    """The postmaster's children serving a client connection: their title names the client's
-    host ("[local]" for a Unix socket, "host(port)" over TCP), which no auxiliary process has."""
-    backends = []
-    for child in server.children():
+def _serves_a_client(server: psutil.Process) -> bool:
+    """Whether one of the postmaster's children serves a client connection: its title names the
+    client's host ("[local]" for a Unix socket, "host(port)" over TCP), which no auxiliary
+    process has."""
+    try:
+        children = server.children()
+    except psutil.Error:  # the server is gone: nothing to wait for
+        return False
+    for child in children:
         with contextlib.suppress(psutil.Error):
             title = " ".join(child.cmdline())
             if "[local]" in title or re.search(r"\(\d+\)", title):
-                backends.append(child)
-    return backends
+                return True
+    return False
 
 
 def _start_keeper(pgdata: Path, idle_s: float) -> None:

@@ -322,7 +322,10 @@ def test_a_visitor_key_cannot_use_the_inspector(browser: Any, base_url: str,
     page.goto(f"{base_url}/ui")
     page.fill("#key", tokens["visitor"])
     page.click("#key-form button")
-    page.wait_for_selector("#status.error")
+    # the page's own key-less load is refused with 401 first; wait for the visitor key's answer
+    page.wait_for_function(
+        "() => document.querySelector('#status.error')?.textContent.includes('refused: 403')",
+        timeout=30_000)
     assert "refused: 403" in page.inner_text("#status")
 
 

@@ -184,14 +184,21 @@ async function loadSnapshots(name) {
   }
 }
 
+// Each key submitted starts a new load; an older load that answers late (the key-less one the page
+// starts on opening, say) must not overwrite what the newer key was told.
+let collectionsLoad = 0;
+
 async function loadCollections() {
+  const load = ++collectionsLoad;
   try {
     const cols = await api("GET", "/v1/collections");
+    if (load !== collectionsLoad) return;
     const select = $("collection");
     select.replaceChildren(...cols.map((c) => { const o = el("option", null, c.name); o.value = c.name; return o; }));
     status(cols.length ? cols.length + " collection(s) visible to this key." : "No collection is visible to this key.");
     if (cols.length) await loadSnapshots(cols[0].name);
   } catch (err) {
+    if (load !== collectionsLoad) return;
     $("collection").replaceChildren();
     status(err.message, true);
   }

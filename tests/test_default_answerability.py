@@ -90,6 +90,9 @@ def test_the_default_decides_for_a_fresh_collection(fresh: pgcite.Collection) ->
     answered = fresh.answer(ANSWERABLE)
     assert not answered.abstained and "Parmazan" in answered.answer
     assert answered.threshold is None
+    # an answer's trace says how the model scored it, as an abstention's does
+    verdicts = [t.detail for t in answered.trace if t.step == "answerability"]
+    assert any(f"is at or above {cut:.3f} (the default model" in v for v in verdicts), verdicts
 
 
 def _surface_answers(client: pgcite.Client, collection: str,

@@ -41,7 +41,7 @@ from pgcite.embed._base import Embedder
 from pgcite.llm import ChatModel
 from pgcite.retrieve._answerability import (
     AnswerabilityModel,
-    answerability_refusal,
+    answerability_verdict,
     read_without_metadata,
     shipped_default,
 )
@@ -255,7 +255,7 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
             check: SelfCheck | None = None,
             search: Callable[[str, int], SearchResult] | None = None) -> Answer:
     result, policy = run.result, run.policy
-    reason = abstention_reason(run.question, result, policy, options)
+    reason = abstention_reason(run.question, result, policy, options, run.note)
     if reason is not None:
         return run.abstain(reason)
     hits = _with_neighbours(run, result.hits)
@@ -328,17 +328,20 @@ def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:
 
 
 def abstention_reason(question: str, result: SearchResult, policy: _Policy,
-                      options: AnswerOptions) -> str | None:
+                      options: AnswerOptions,
+                      note: Callable[[str, str], None] | None = None) -> str | None:
     """Why to abstain before any model is called (None: answer). The one place that decides
     whether the retrieved passages can answer the question: the fitted answerability score
     where the collection has one for this embedding model, else the best-cosine threshold
     (a quoted phrase the passages must contain overrules either), then the temporal check."""
     if not result.hits:
         return "retrieval found no passage (the filters may exclude everything)"
-    refusal = answerability_refusal(result, policy.answerability, policy.threshold,
-                                    policy.decider)
-    if refusal is not None and not _has_phrase(question):
-        return refusal + "; no model was called"
+    answer, why = answerability_verdict(result, policy.answerability, policy.threshold,
+                                        policy.decider)
+    if not answer and not _has_phrase(question):
+        return f"{why}; no model was called"
+    if why is not None and note is not None:
+        note("answerability", why + ("" if answer else "; a quoted phrase overrules it"))
     late = asks_outside_sources(question, result.hits) if options.temporal_check else None
     if late:
         return late + "; no model was called"

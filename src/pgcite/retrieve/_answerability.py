@@ -341,21 +341,26 @@ def store_model(conn: psycopg.Connection, collection: str, model: AnswerabilityM
         raise ConfigError(f"no collection named {collection!r}")
 
 
-def answerability_refusal(result: SearchResult, model: AnswerabilityModel | None,
-                          threshold: float | None, decider: str = "fitted") -> str | None:
-    """Why to abstain on this retrieval (None: answer). A model (the collection's fitted one,
-    or the default: ``decider`` names it) decides when it can score the result; otherwise the
-    bare best-cosine ``threshold`` does (None: never)."""
+def answerability_verdict(result: SearchResult, model: AnswerabilityModel | None,
+                          threshold: float | None,
+                          decider: str = "fitted") -> tuple[bool, str | None]:
+    """Whether to answer on this retrieval, and what decided it (None: nothing did -- no model
+    could score it and no threshold applies). A model (the collection's fitted one, or the
+    default: ``decider`` names it) decides when it can score the result; otherwise the bare
+    best-cosine ``threshold`` does. The reason is given both ways, so that an answer's trace
+    says how close it came to abstaining, not only an abstention's."""
     if model is not None:
         p = model.probability(result)
         if p is not None:
-            if p >= model.cut:
-                return None
             shown = ", ".join(f"{k} {v:.3f}" for k, v in result.signals.items() if v is not None)
-            return f"answerability {p:.3f} is below {model.cut:.3f} (the {decider} model; {shown})"
-    if threshold is not None and result.confidence is not None and result.confidence < threshold:
-        return f"best similarity {result.confidence:.3f} is below the threshold {threshold:.3f}"
-    return None
+            relation = "is at or above" if p >= model.cut else "is below"
+            return p >= model.cut, (f"answerability {p:.3f} {relation} {model.cut:.3f} "
+                                    f"(the {decider} model; {shown})")
+    if threshold is not None and result.confidence is not None:
+        relation = "is at or above" if result.confidence >= threshold else "is below"
+        return result.confidence >= threshold, (
+            f"best similarity {result.confidence:.3f} {relation} the threshold {threshold:.3f}")
+    return True, None
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:

@@ -65,12 +65,14 @@ def ensure_collection(
     embedder: str = "all-MiniLM-L6-v2",
     overrides: pgcite.Overrides | None = None,
     aliases: Path | None = None,
+    settings: pgcite.CollectionSettings | None = None,
 ) -> pgcite.Collection:
-    """The collection, created and ingested if needed (re-runs embed nothing: cache + versions)."""
+    """The collection, created and ingested if needed (re-runs embed nothing: cache + versions);
+    ``settings`` apply when it is created."""
     try:
         col = c.collection(name)
     except pgcite.CollectionNotFound:
-        col = c.create_collection(name, language=language, embedder=embedder)
+        col = c.create_collection(name, language=language, embedder=embedder, settings=settings)
     report = col.ingest(paths, overrides=overrides, progress=sys.stderr.isatty(),
                         aliases=aliases)
     if report.failed:

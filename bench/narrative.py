@@ -20,6 +20,10 @@ Variants (docs/answers.md, "Fact and paraphrase questions on narrative text"):
   question's own vector. (The keyword leg counts each distinct lexeme once, so the expansion
   terms weigh as much as the question's words: RM3's interpolation is its number of terms.)
 - ``e5``: the same texts in a collection embedded with multilingual-e5-small (`*_e5`).
+- ``chunks128``, ``chunks64``: the same texts chunked to at most 128 / 64 tokens instead of the
+  default 350 (MiniLM's 254 cap), in collections of their own (`*_c128`, `*_c64`), searched as
+  the default: a fact sits in one sentence of a long entry, and a shorter passage's vector is
+  less diluted by the entry's other topics (MiniLM was trained on 128-token pairs).
 - ``neighbours``: the default's top 5, each followed by the passages before and after it in
   its document (same snapshot, same filters), given to the answerer as context it may quote
   and cite; retrieval figures are the default's.
@@ -263,7 +267,8 @@ def before(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
 
 VARIANTS: dict[str, Search] = {"before": before, "default": default, "rm3": rm3, "e5": default,
                                "neighbours": default, "docfusion": docfusion, "aliases": aliases,
-                               "siblings": siblings}
+                               "siblings": siblings, "chunks128": default, "chunks64": default}
+CHUNK_VARIANTS = {"chunks128": 128, "chunks64": 64}  # variant -> the collection's chunk_tokens
 
 
 def load_sets(dataset: Dataset) -> GoldenSet:
@@ -307,6 +312,11 @@ def answer_records(view: SearchView, golden: GoldenSet, search: Search, *,
 
 
 def collection_for(c: pgcite.Client, dataset: Dataset, variant: str) -> pgcite.Collection:
+    if variant in CHUNK_VARIANTS:
+        tokens = CHUNK_VARIANTS[variant]
+        return ensure_collection(c, f"{dataset.collection}_c{tokens}", [dataset.source],
+                                 overrides=dataset.overrides,
+                                 settings=pgcite.CollectionSettings(chunk_tokens=tokens))
     if variant != "e5":
         return ensure_collection(c, dataset.collection, [dataset.source],
                                  overrides=dataset.overrides)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -42,9 +43,31 @@ def commit_stamp() -> str:
     head = git_commit()
     if head is None:
         return "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT.parent,
-                           text=True, capture_output=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src"],
+                           cwd=ROOT.parent, text=True, capture_output=True).stdout.strip()
     return head[:7] + ("+uncommitted src" if dirty else "")
+
+
+def machine() -> str:
+    """The machine a run measured on, as every summary names it (load: the 1-minute average
+    when the run started; these machines are shared, so it says how noisy a timing is)."""
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f} at the start")
+
+
+def run_stamp(command: str | None = None) -> dict[str, Any]:
+    """What every summary says about its run: the command (default: this process's own),
+    the commit (commit_stamp), the date and the machine."""
+    if command is None:
+        command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    return {"command": command, "commit": commit_stamp(), "date": time.strftime("%Y-%m-%d"),
+            "machine": machine()}
+
+
+def stamp_line(stamp: dict[str, Any]) -> str:
+    """A report's line naming its run: command, commit, date and machine."""
+    return (f"`{stamp['command']}` at commit {stamp['commit']} on {stamp['date']} "
+            f"({stamp['machine']}).")
 
 
 def client(**settings: Any) -> pgcite.Client:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import time
@@ -70,13 +71,25 @@ def stamp_line(stamp: dict[str, Any]) -> str:
             f"({stamp['machine']}).")
 
 
-def client(**settings: Any) -> pgcite.Client:
+def settings(**overrides: Any) -> pgcite.Settings:
     """The benchmark database: PGCITE_DATABASE_URL / PGCITE_DATA_DIR, else bench/.data;
-    ``settings`` override the others (e.g. ``merge_budget_s=0``)."""
-    overrides: dict[str, Any] = dict(settings)
+    ``overrides`` set the others (e.g. ``merge_budget_s=0``)."""
+    values: dict[str, Any] = dict(overrides)
     if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
-        overrides["data_dir"] = ROOT / ".data"
-    return pgcite.Client(pgcite.Settings(**overrides))
+        values["data_dir"] = ROOT / ".data"
+    return pgcite.Settings(**values)
+
+
+def client(*, llm: pgcite.ChatModel | None = None, **overrides: Any) -> pgcite.Client:
+    """A client of the benchmark database (``settings``), with ``llm`` as its chat model."""
+    return pgcite.Client(settings(**overrides), llm=llm)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for a `pgcite serve` a benchmark starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def ensure_collection(

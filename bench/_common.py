@@ -50,10 +50,10 @@ def commit_stamp() -> str:
 
 
 def machine() -> str:
-    """The machine a run measured on, as every summary names it (load: the 1-minute average
-    when the run started; these machines are shared, so it says how noisy a timing is)."""
-    return (f"{platform.machine()}, {os.cpu_count()} CPUs, load average "
-            f"{os.getloadavg()[0]:.1f} at the start")
+    """The machine a run measured on, as every summary names it, with the 1-minute load average
+    when it is called (these machines are shared: it says how noisy a timing is)."""
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs, 1-minute load average "
+            f"{os.getloadavg()[0]:.1f}")
 
 
 def run_stamp(command: str | None = None) -> dict[str, Any]:

@@ -51,6 +51,15 @@ def test_the_suites_table_is_run_py_and_every_script_is_in_a_suite() -> None:
     assert scripts == set(steps)
 
 
+def test_a_smoke_run_runs_only_the_scripts_own_small_modes() -> None:
+    done = subprocess.run([sys.executable, "bench/run.py", "answers", "--smoke", "--dry-run"],
+                          cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+    lines = done.stderr.splitlines()
+    assert "$ python bench/selfcheck.py --quick --out bench/.smoke/selfcheck" in lines
+    assert "skip bench/narrative.py: no smoke mode" in lines
+    assert not any(line.startswith("$ python bench/answers.py") for line in lines)
+
+
 def test_no_per_query_detail_is_tracked() -> None:
     tracked = subprocess.run(["git", "ls-files", "bench/results"], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import socket
 import subprocess
 import sys
 import time
@@ -42,18 +44,52 @@ def commit_stamp() -> str:
     head = git_commit()
     if head is None:
         return "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT.parent,
-                           text=True, capture_output=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src"],
+                           cwd=ROOT.parent, text=True, capture_output=True).stdout.strip()
     return head[:7] + ("+uncommitted src" if dirty else "")
 
 
-def client(**settings: Any) -> pgcite.Client:
+def machine() -> str:
+    """The machine a run measured on, as every summary names it, with the 1-minute load average
+    when it is called (these machines are shared: it says how noisy a timing is)."""
+    return (f"{platform.machine()}, {os.cpu_count()} CPUs, 1-minute load average "
+            f"{os.getloadavg()[0]:.1f}")
+
+
+def run_stamp(command: str | None = None) -> dict[str, Any]:
+    """What every summary says about its run: the command (default: this process's own),
+    the commit (commit_stamp), the date and the machine."""
+    if command is None:
+        command = " ".join(["python", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    return {"command": command, "commit": commit_stamp(), "date": time.strftime("%Y-%m-%d"),
+            "machine": machine()}
+
+
+def stamp_line(stamp: dict[str, Any]) -> str:
+    """A report's line naming its run: command, commit, date and machine."""
+    return (f"`{stamp['command']}` at commit {stamp['commit']} on {stamp['date']} "
+            f"({stamp['machine']}).")
+
+
+def settings(**overrides: Any) -> pgcite.Settings:
     """The benchmark database: PGCITE_DATABASE_URL / PGCITE_DATA_DIR, else bench/.data;
-    ``settings`` override the others (e.g. ``merge_budget_s=0``)."""
-    overrides: dict[str, Any] = dict(settings)
+    ``overrides`` set the others (e.g. ``merge_budget_s=0``)."""
+    values: dict[str, Any] = dict(overrides)
     if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
-        overrides["data_dir"] = ROOT / ".data"
-    return pgcite.Client(pgcite.Settings(**overrides))
+        values["data_dir"] = ROOT / ".data"
+    return pgcite.Settings(**values)
+
+
+def client(*, llm: pgcite.ChatModel | None = None, **overrides: Any) -> pgcite.Client:
+    """A client of the benchmark database (``settings``), with ``llm`` as its chat model."""
+    return pgcite.Client(settings(**overrides), llm=llm)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1, for a `pgcite serve` a benchmark starts."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def ensure_collection(

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -27,7 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DATA, RESULTS, ROOT, cell, client, ensure_collection, read_jsonl
+from _common import (
+    DATA,
+    RESULTS,
+    ROOT,
+    cell,
+    client,
+    ensure_collection,
+    read_jsonl,
+    run_stamp,
+    stamp_line,
+)
 
 import pgcite
 from pgcite.answer import (
@@ -52,7 +60,6 @@ from pgcite.evaluate._answers import (
     score_answer,
     summarize_by_kind,
 )
-from pgcite.evaluate._collection import git_commit
 from pgcite.retrieve import SearchResult
 
 OUT = RESULTS / "answers"
@@ -412,8 +419,7 @@ UNSEEN_COLUMNS = [("queries", "n"), ("abstain_answerable", "answerable refused")
 
 def unseen_report(summary: dict[str, Any]) -> str:
     lines = ["# Answers with every default, per collection", "",
-             f"`{summary['command']}` at commit {summary['commit']} on {summary['date']} "
-             f"({summary['machine']}).", "",
+             stamp_line(summary), "",
              "Each judged set is asked as a new user asks: `Collection.answer(question, "
              "cutoff=…)`, nothing else. cites relevant: answered answerable questions citing "
              "at least one judged-relevant passage; cit. prec.: the share of cited passages "
@@ -439,12 +445,6 @@ def unseen_report(summary: dict[str, Any]) -> str:
             lines.append(f"| {kind} | " + " | ".join(cell(row.get(c[0]))
                                                       for c in UNSEEN_COLUMNS) + " |")
     return "\n".join(lines) + "\n"
-
-
-def stamp(command: str) -> dict[str, Any]:
-    """What every summary says about its run: command, commit, date, machine."""
-    return {"command": command, "commit": git_commit(), "date": time.strftime("%Y-%m-%d"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, shared with other jobs"}
 
 
 def main() -> None:
@@ -476,7 +476,7 @@ def main() -> None:
     command = "python bench/answers.py " + " ".join(sys.argv[1:])
     if args.unseen:
         with client() as c:
-            summary = {**stamp(command), "datasets": unseen(c, command, args.sets)}
+            summary = {**run_stamp(command), "datasets": unseen(c, command, args.sets)}
         (OUT / "unseen").mkdir(parents=True, exist_ok=True)
         (OUT / "unseen" / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         (OUT / "unseen" / "report.md").write_text(unseen_report(summary))
@@ -496,7 +496,7 @@ def main() -> None:
             records, retrieval_ms = run_dataset(col, queries, factories)
             write_runs(f"{name} {args.label}" if args.label else name, records)
             ran[f"{name} {args.label}" if args.label else name] = {
-                **stamp(command), "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
+                **run_stamp(command), "collection": col.name, "embedding_model": col.active_snapshot().embed_model,
                 "queries": len(queries), "retrieval_ms_p50": round(retrieval_ms, 1),
                 "variants": {v: summarize_by_kind(r) for v, r in records.items()}}
     # Datasets not run this time keep their last figures (each says the command it came from);

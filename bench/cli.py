@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import commit_stamp
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "cli"
 SAMPLE = ROOT / "src" / "pgcite" / "data" / "pepys-1666-autumn.jsonl"
@@ -247,7 +249,7 @@ def report(result: dict[str, Any]) -> str:
     meta = result["metadata"]
     lines = [
         "# CLI latency: whole processes", "",
-        f"Commit {meta['commit']}{' (dirty)' if meta['dirty'] else ''}"
+        f"Commit {meta['commit']}{' (dirty)' if meta.get('dirty') else ''}"
         + (f", base {meta['base']}" if meta["base"] else "") + f", {meta['date']}, "
         f"{meta['machine']['cpus']} CPUs ({meta['machine']['cpu']}), load average "
         f"{meta['loadavg_start'][0]} at the start, {meta['loadavg_end'][0]} at the end"
@@ -313,8 +315,7 @@ def main() -> None:
     result = {
         "metadata": {
             "benchmark": "cli", "command": " ".join(["python bench/cli.py", *sys.argv[1:]]),
-            "commit": git("rev-parse", "--short", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "src")),
+            "commit": commit_stamp(),
             "base": git("rev-parse", "--short", base) if base else None,
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "machine": machine(), "rounds": args.rounds,

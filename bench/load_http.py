@@ -21,7 +21,6 @@ import json
 import os
 import platform
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import wait_ready
+from _common import free_port, wait_ready
+from _common import settings as bench_settings
 
 import pgcite
 from pgcite.cli._demo import SAMPLE_QUESTIONS, sample_path
@@ -46,13 +46,6 @@ QUESTIONS = [q for q, _ in SAMPLE_QUESTIONS] + [
 ]
 
 
-def _settings() -> pgcite.Settings:
-    overrides: dict[str, Any] = {}
-    if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
-        overrides["data_dir"] = ROOT / ".data"
-    return pgcite.Settings(**overrides)
-
-
 def prepare(settings: pgcite.Settings, name: str) -> str:
     """The collection (ingested once; re-runs embed nothing) and a fresh reader key."""
     with pgcite.Client(settings) as client:
@@ -64,12 +57,6 @@ def prepare(settings: pgcite.Settings, name: str) -> str:
                                                                 corpus="A"))
         with client.db.transaction() as conn:
             return create_key(conn, name, "reader", note="bench/load_http.py").token
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_server(settings: pgcite.Settings, port: int,
@@ -197,7 +184,7 @@ def main() -> None:
                         help="embedding backends to serve with, one server each (default: "
                              "PGCITE_EMBED_BACKEND or the default backend)")
     args = parser.parse_args()
-    settings = _settings()
+    settings = bench_settings()
     token = prepare(settings, args.collection)
     runs = [run_backend(settings, token, args, backend) for backend in args.backends]
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -210,7 +197,7 @@ def main() -> None:
 
 def run_backend(settings: pgcite.Settings, token: str, args: argparse.Namespace,
                 backend: str | None) -> dict[str, Any]:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = start_server(settings, port, backend)
     try:

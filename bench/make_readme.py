@@ -1,5 +1,6 @@
 """Regenerate the results tables in bench/README.md from the committed bench/results/*/summary.json
-(a run of each benchmark rewrites its summary; see "How each table is made" in bench/README.md).
+(a run of each benchmark rewrites its summary; see "How each table is made" in bench/README.md),
+and its suites table from bench/run.py's SUITES.
 
     python bench/make_readme.py
 """
@@ -15,6 +16,7 @@ ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+SUITES_START, SUITES_END = "<!-- suites:start -->", "<!-- suites:end -->"
 RETRIEVAL = ["scifact", "pepys", "xquad-en", "xquad-ar", "xquad-ar-en", "peers"]
 
 
@@ -168,11 +170,29 @@ def embedding_rows(folder: Path) -> list[str]:
     return lines
 
 
+def suites() -> str:
+    """The suites table: bench/run.py's SUITES, one row a suite."""
+    from run import SUITES
+
+    lines = ["| suite | scripts (`python bench/run.py SUITE` runs them in this order) | what it "
+             "measures | results (`bench/results/…`) | runtime |", "|---|---|---|---|---|"]
+    for name, suite in SUITES.items():
+        steps = "<br>".join(f"`{s.script}{' ' if s.args else ''}{' '.join(s.args)}`"
+                            + (f" (smoke: `{' '.join(s.smoke)}`)" if s.smoke is not None else "")
+                            for s in suite.steps)
+        lines.append(f"| {name} | {steps} | {suite.measures} | {suite.results} | "
+                     f"{suite.runtime} |")
+    return "\n".join(lines)
+
+
+def _replace(text: str, start: str, end: str, body: str) -> str:
+    block = f"{start}\n{body}\n{end}"
+    return re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
+
+
 def main() -> None:
-    text = README.read_text()
-    block = f"{START}\n{tables()}\n{END}"
-    README.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text,
-                             flags=re.S))
+    text = _replace(README.read_text(), START, END, tables())
+    README.write_text(_replace(text, SUITES_START, SUITES_END, suites()))
     print(f"updated {README}")
 
 

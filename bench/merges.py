@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import RESULTS, ROOT, client
+from _common import RESULTS, client, run_stamp
 from psycopg import sql
 from scale import (
     _hnsw_name,
@@ -375,11 +373,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="builds per variant and size")
     args = parser.parse_args()
     vocab = vocabulary()
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, text=True,
-                            capture_output=True).stdout.strip()
     summary: dict[str, Any] = {
-        "commit": commit, "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
+        **run_stamp(),
         "ingests": ingests(args, vocab), "build_cost": build_cost(args, vocab)}
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

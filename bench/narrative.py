@@ -52,7 +52,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from _common import DATA, RESULTS, ROOT, cell, client, ensure_collection, read_jsonl
+from _common import (
+    DATA,
+    RESULTS,
+    ROOT,
+    cell,
+    client,
+    ensure_collection,
+    read_jsonl,
+    run_stamp,
+    stamp_line,
+)
 from psycopg import sql
 
 import pgcite
@@ -368,8 +378,7 @@ def report(summary: dict[str, Any]) -> str:
     for name, data in summary["datasets"].items():
         kinds = sorted({k for v in data["variants"].values() for k in v["ndcg@10_by_kind"]})
         lines += [f"## {name}", "", f"{data['queries']} questions ({', '.join(data['sets'])}). "
-                  f"`{data['command']}` at commit {data['commit']} on {data['date']} "
-                  f"({data['machine']}).", "", "| variant | collection | nDCG@10 | " + " | ".join(kinds) + " |",
+                  + stamp_line(data), "", "| variant | collection | nDCG@10 | " + " | ".join(kinds) + " |",
                   "|---|---|---|" + "---|" * len(kinds)]
         for variant, row in data["variants"].items():
             lines.append(f"| {variant} | {row['collection']} | {cell(row['ndcg@10'])} | "
@@ -411,10 +420,8 @@ def main() -> None:
         ran = {name: run(c, dataset, args.variants) for name, dataset in chosen.items()}
     command = "python bench/narrative.py " + " ".join(sys.argv[1:])
     for data in ran.values():
-        meta = data.pop("metadata")
-        data.update({"command": command, "commit": meta["git_commit"],
-                     "date": time.strftime("%Y-%m-%d"),
-                     "machine": f"{meta['machine']}, shared with other jobs"})
+        data.pop("metadata")
+        data.update(run_stamp(command))
     # datasets not run this time keep their last figures (each says its command and commit)
     previous = args.out / "summary.json"
     summary = json.loads(previous.read_text()) if previous.exists() else {"datasets": {}}

@@ -66,7 +66,7 @@ from typing import Any
 import httpx
 import psutil
 import psycopg
-from _common import wait_ready
+from _common import free_port, wait_ready
 from psycopg import sql
 
 import pgcite
@@ -210,12 +210,6 @@ def cache_scope_cost(client: pgcite.Client, source: Path) -> dict[str, Any]:
 
 
 # --- the server ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_server(data_dir: Path, port: int) -> subprocess.Popen[bytes]:

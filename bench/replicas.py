@@ -38,7 +38,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ from typing import Any
 
 import httpx
 import psycopg
-from _common import wait_ready
+from _common import free_port, wait_ready
 from psycopg import sql
 
 import pgcite
@@ -107,12 +106,6 @@ def _schema(conn: psycopg.Connection) -> str:
                        (NAME,)).fetchone()
     assert row is not None
     return str(row[0])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_service(primary_url: str, replicas: list[Standby], workers: int,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import DATA, RESULTS, ROOT
+from _common import DATA, RESULTS, ROOT, client
 from psycopg import sql
 from pydantic import SecretStr
 
@@ -585,11 +585,8 @@ def main() -> None:
     commit, dirty = _git("rev-parse", "HEAD"), _git("status", "--porcelain", "--", "src")
     inner, judge_meta = make_judge(args)
     judge = CountingChat(inner)
-    overrides: dict[str, Any] = {}
-    if "PGCITE_DATA_DIR" not in os.environ and "PGCITE_DATABASE_URL" not in os.environ:
-        overrides["data_dir"] = ROOT / ".data"
     # The judge is also the client's LLM, so the router of +route+all uses the same model.
-    with pgcite.Client(pgcite.Settings(**overrides), llm=judge) as c:
+    with client(llm=judge) as c:
         try:
             col = c.collection("pepys")
         except pgcite.CollectionNotFound:

@@ -35,6 +35,31 @@ def test_the_readme_tables_regenerate_from_the_committed_summaries() -> None:
     assert tables.count("\n") > 40 and f"<!-- results:start -->\n{tables}\n" in readme.read_text()
 
 
+def test_the_suites_table_is_run_py_and_every_script_is_in_a_suite() -> None:
+    """bench/README.md's suites table is bench/run.py's SUITES, and every benchmark script in
+    bench/ is a step of some suite (a script no suite runs is an experiment kept by mistake)."""
+    code = ("import sys, json; sys.path.insert(0, 'bench'); import make_readme, run; "
+            "print(json.dumps([make_readme.suites(), sorted({s.script for suite in "
+            "run.SUITES.values() for s in suite.steps})]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    table, steps = json.loads(out)
+    assert f"<!-- suites:start -->\n{table}\n<!-- suites:end -->" in (
+        ROOT / "bench" / "README.md").read_text()
+    scripts = {p.name for p in (ROOT / "bench").glob("*.py")
+               if not p.name.startswith("_") and p.name not in {"run.py", "make_readme.py"}}
+    assert scripts == set(steps)
+
+
+def test_a_smoke_run_runs_only_the_scripts_own_small_modes() -> None:
+    done = subprocess.run([sys.executable, "bench/run.py", "answers", "--smoke", "--dry-run"],
+                          cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+    lines = done.stderr.splitlines()
+    assert "$ python bench/selfcheck.py --quick --out bench/.smoke/selfcheck" in lines
+    assert "skip bench/narrative.py: no smoke mode" in lines
+    assert not any(line.startswith("$ python bench/answers.py") for line in lines)
+
+
 def test_no_per_query_detail_is_tracked() -> None:
     tracked = subprocess.run(["git", "ls-files", "bench/results"], cwd=ROOT, capture_output=True,
                              text=True, check=True).stdout.split()

@@ -54,8 +54,8 @@ T = TypeVar("T")
 # Threads for model work (CPU-bound; the GIL is released inside the ONNX/torch kernels). 16,
 # not 4: with 32 clients on 2 quiet cores, 4 threads queued a search's embedding 66 ms at p50
 # (595 ms p95) for 31.7 req/s, 16 threads 1 ms (110 ms) for 33.7 req/s, against 34.8 req/s for
-# the old thread-per-request service (bench/results/async_service_quiet); under heavy load 16
-# also answered faster (0.37 vs 0.27 answers/s, bench/results/async_service).
+# the old thread-per-request service; under heavy load 16 also answered faster (0.37 vs 0.27
+# answers/s). bench/async_service.py measured it: docs/http-api.md, "Concurrency".
 DEFAULT_WORKERS = 16
 DEFAULT_MAX_CONNECTIONS = 16
 

@@ -167,8 +167,8 @@ class PreciseGenerator(SentenceQuoter):
 
     def signals(self, question: str, sentences: list[Sentence]) -> SentenceSignals:
         """Each signal per sentence, before weighting (``embedding`` None without an embedder
-        or at weight 0); named as the weights in :class:`PreciseOptions` (bench/answer_weights.py
-        fits those weights on these values)."""
+        or at weight 0); named as the weights in :class:`PreciseOptions` (docs/answers.md: the
+        weights were fitted on these values)."""
         o = self.options
         authors = set() if o.match_author else {
             w for s in sentences if s.passage.author

@@ -173,7 +173,7 @@ WHERE ss.snapshot_id = %(base)s
 
 # A segment the new snapshot deletes every version of is left out of it, as Lucene drops a fully
 # deleted segment: a re-ingest that replaced every document of a segment had kept it, and every
-# search then read its deleted chunks and versions (bench/snapshot_switch.py's Pepys, re-ingested
+# search then read its deleted chunks and versions (docs/snapshots.md: Pepys, re-ingested
 # from another file, so every version new: 8,178 deleted chunks, 3,365 deleted versions; hybrid
 # top-10, 120 searches one at a time: database 29.4 ms a search with the segment, 12.8 without).
 # Scores do not change (finish_snapshot derives the statistics from the segments that remain).

@@ -40,6 +40,9 @@ def picture() -> str:
             upward = [m for layer in order[:depth + 1] for m in layer if m != name
                       and graph.direct_import_exists(importer=full, imported=f"pgcite.{m}",
                                                      as_packages=True)]
+            if any(graph.direct_import_exists(importer=m, imported="pgcite")
+                   for m in {full, *graph.find_descendants(full)}):
+                below.insert(0, "pgcite (the API)")  # the front doors' way in
             line = f"{depth + 1:>2}  {name:<14} -> {', '.join(below) or '(nothing)'}"
             if upward:  # what lint-imports reports as broken
                 line += f"   !! UPWARD: {', '.join(upward)}"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import json
+import subprocess
+import sys
 import typing
 
 import pytest
@@ -60,3 +64,48 @@ def test_one_hit_class() -> None:
     with pytest.warns(DeprecationWarning, match="ScoredHit"):
         old = ev.Hit
     assert old is ev.ScoredHit and old is not pgcite.Hit
+
+
+# Each package's front door (docs/architecture.md, "Front doors"): what other packages may import
+PACKAGES = ["pgcite", "pgcite.answer", "pgcite.embed", "pgcite.evaluate", "pgcite.index",
+            "pgcite.ingest", "pgcite.lifecycle", "pgcite.llm", "pgcite.retrieve", "pgcite.store",
+            "pgcite.service", "pgcite.mcp", "pgcite.ui"]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_every_name_a_front_door_exports_resolves(package: str) -> None:
+    """Names re-exported on first use (PEP 562) are only checked when used: a wrong module in a
+    package's map would fail in a front door at run time, not at import."""
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if isinstance(value, type) or inspect.isfunction(value):
+            # the object itself (some are aliases: bm25_idf is idf), as its module defines it
+            home = importlib.import_module(value.__module__)
+            assert getattr(home, value.__name__) is value, name
+
+
+def test_streaming_is_public() -> None:
+    from pgcite import _streaming
+
+    for name in ("stream_answer", "astream_answer", "Delta", "Final", "StreamEvent"):
+        assert name in pgcite.__all__ and getattr(pgcite, name) is getattr(_streaming, name)
+
+
+def test_the_cli_help_does_not_load_the_library() -> None:
+    """`pgcite --help` names the commands and stays fast: the front doors' re-exports are lazy,
+    so it loads neither pydantic, psycopg nor numpy, nor any package but the CLI's and embed's
+    constants (bench/cli.py times it)."""
+    code = ("import contextlib, io, json, sys\n"
+            "sys.argv = ['pgcite', '--help']\n"
+            "from pgcite.cli import app\n"
+            "with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):\n"
+            "    app()\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    loaded = set(json.loads(out))
+    assert "pgcite.cli._search" in loaded  # the commands are there
+    assert not loaded & {"pydantic", "psycopg", "numpy", "httpx", "fastapi", "onnxruntime"}
+    packages = {m.split(".")[1] for m in loaded if m.startswith("pgcite.")}
+    assert packages <= {"cli", "embed", "_errors", "_modes", "_lazy"}, packages

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     )
     from pgcite._exhibits import Exhibit, citation_page, citation_source
     from pgcite._gate_settings import GateSettings
+    from pgcite._streaming import Delta, Final, StreamEvent, astream_answer, stream_answer
     from pgcite._types import Fusion, Mode
     from pgcite.answer import (
         Answer,
@@ -81,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "Answer": "pgcite.answer",
     "AsyncClient": "pgcite._async",
     "AsyncCollection": "pgcite._async",
+    "astream_answer": "pgcite._streaming",
     "ChatModel": "pgcite.llm",
     "citation_page": "pgcite._exhibits",
     "citation_source": "pgcite._exhibits",
@@ -96,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "connect": "pgcite._client",
     "connect_async": "pgcite._async",
     "DatabaseError": "pgcite._errors",
+    "Delta": "pgcite._streaming",
     "Document": "pgcite.ingest",
     "DocumentInfo": "pgcite.store._documents",
     "DocumentsRemoved": "pgcite.store._documents",
@@ -116,6 +119,7 @@ _EXPORTS: dict[str, str] = {
     "FieldChange": "pgcite.ingest",
     "FieldMapping": "pgcite.ingest",
     "FilterError": "pgcite._errors",
+    "Final": "pgcite._streaming",
     "Filters": "pgcite.retrieve",
     "Fusion": "pgcite._types",
     "GateRefused": "pgcite.lifecycle",
@@ -153,6 +157,8 @@ _EXPORTS: dict[str, str] = {
     "SnapshotNotFound": "pgcite._errors",
     "SourceDocument": "pgcite.retrieve._sources",
     "StoredPage": "pgcite.store._page_images",
+    "stream_answer": "pgcite._streaming",
+    "StreamEvent": "pgcite._streaming",
     "TimeBudgetExceeded": "pgcite._errors",
     "Source": "pgcite.answer",
     "StagedBuild": "pgcite.store._staged",
@@ -202,6 +208,7 @@ __all__ = [
     "CollectionSettings",
     "ConfigError",
     "DatabaseError",
+    "Delta",
     "Document",
     "DocumentInfo",
     "DocumentsRemoved",
@@ -223,6 +230,7 @@ __all__ = [
     "FieldMapping",
     "FilterError",
     "Filters",
+    "Final",
     "Fusion",
     "GateRefused",
     "GateSettings",
@@ -265,6 +273,7 @@ __all__ = [
     "StagedBuild",
     "StagedSummary",
     "StoredPage",
+    "StreamEvent",
     "Stages",
     "TimeBudgetExceeded",
     "TraceEvent",
@@ -274,5 +283,7 @@ __all__ = [
     "citation_page",
     "citation_source",
     "connect",
+    "astream_answer",
     "connect_async",
+    "stream_answer",
 ]

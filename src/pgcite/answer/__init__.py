@@ -10,6 +10,7 @@ from pgcite.answer._guard import check_attribution, check_citations
 from pgcite.answer._llm import (
     GENERATOR_KINDS,
     AnthropicGenerator,
+    ChatGenerator,
     GeneratorConfig,
     LlamaCppGenerator,
     OpenAIChatGenerator,
@@ -47,6 +48,7 @@ __all__ = [
     "EntityEvidenceFn",
     "Answer",
     "AnthropicGenerator",
+    "ChatGenerator",
     "ContextPassage",
     "EntityFact",
     "ExtractiveGenerator",

@@ -59,8 +59,8 @@ def generator_config(kind: str, base_url: str | None, model: str | None, api_key
                      timeout: float, model_path: Path | None) -> GeneratorConfig:
     from pydantic import SecretStr
 
-    from pgcite._errors import ConfigError
-    from pgcite.answer._llm import GENERATOR_KINDS, GeneratorConfig
+    from pgcite import ConfigError, GeneratorConfig
+    from pgcite.answer import GENERATOR_KINDS
 
     if kind not in GENERATOR_KINDS:
         raise ConfigError(f"unknown generator {kind!r}", hint="use " + ", ".join(GENERATOR_KINDS))
@@ -153,9 +153,9 @@ def ask_command(
     json_out: bool = JsonOption,
 ) -> None:
     """Answer a question from a collection, citing passage ids; abstains when unsupported."""
-    from pgcite._client import Client
-    from pgcite._types import parse_mode
-    from pgcite.answer._llm import ChatGenerator, make_generator
+    from pgcite import Client
+    from pgcite._modes import parse_mode
+    from pgcite.answer import ChatGenerator, make_generator
     from pgcite.cli._common import settings
     from pgcite.llm import with_llm
 
@@ -182,7 +182,7 @@ def ask_command(
                 judge=judge, snapshot_id=snapshot, entity_facts=entity_facts,
                 neighbours=neighbours)
             if stream:
-                from pgcite._streaming import stream_answer
+                from pgcite import stream_answer
                 from pgcite.cli._stream import print_stream
 
                 print_stream(stream_answer(col, question, **options), trace=trace,

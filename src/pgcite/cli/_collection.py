@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from pgcite.cli._common import JsonOption, client, console, emit_json, fail, user_errors
-from pgcite.embed._ids import DEFAULT_EMBEDDER, KNOWN
+from pgcite.embed import DEFAULT_EMBEDDER, KNOWN
 
 app = typer.Typer(help="Create, list, inspect and drop collections.", no_args_is_help=True)
 
@@ -33,7 +33,7 @@ def create(
     json_out: bool = JsonOption,
 ) -> None:
     """Create a collection (its own PostgreSQL schema) with a language and an embedder."""
-    from pgcite.store._collections import CollectionSettings
+    from pgcite import CollectionSettings
 
     with user_errors():
         extra = CollectionSettings(halfvec=halfvec, chunk_tokens=chunk_tokens,
@@ -60,7 +60,7 @@ def list_(json_out: bool = JsonOption) -> None:
         table.add_row(info.name, info.ts_config, info.embedder.model_key,
                       info.created_at.strftime("%Y-%m-%d %H:%M"))
     console.print(table if infos else "no collections yet: pgcite collection create NAME")
-    from pgcite.store._migrations import latest_version
+    from pgcite.store import latest_version
 
     for info in infos:
         if info.schema_version != latest_version():
@@ -121,7 +121,7 @@ def upgrade(
     time, each in its own transaction (docs/architecture.md, "The database"). Run it once after
     upgrading pgcite: until then such a collection is refused. A step may rewrite a large
     collection's tables and holds their locks while it runs (searches of that collection wait)."""
-    from pgcite.store._migrations import latest_version
+    from pgcite.store import latest_version
 
     def told(collection: str, version: int, step: str) -> None:
         if not json_out:
@@ -205,11 +205,10 @@ def set_(
     """
     from pydantic import ValidationError
 
-    from pgcite._errors import ConfigError
-    from pgcite._gate_settings import GateSettings
+    from pgcite import CollectionSettings, ConfigError, GateSettings
     from pgcite.evaluate import load_golden
-    from pgcite.lifecycle._gate import apply_floors
-    from pgcite.store._collections import CollectionSettings, update_settings
+    from pgcite.lifecycle import apply_floors
+    from pgcite.store import update_settings
 
     with user_errors(), client() as c:
         info = c.collection(name).info
@@ -259,7 +258,7 @@ def set_(
 
 
 def _weights(text: str) -> tuple[float, float]:
-    from pgcite._errors import ConfigError
+    from pgcite import ConfigError
 
     try:
         keyword, vector = (float(part) for part in text.split(","))
@@ -272,12 +271,12 @@ def _stages(current: dict[str, object], text: str) -> dict[str, object]:
     """``text`` (JSON) merged into the current stage settings, validated as Stages."""
     import json
 
-    from pgcite.retrieve._pipeline import Stages
+    from pgcite import Stages
 
     try:
         given = json.loads(text)
     except ValueError as exc:
-        from pgcite._errors import ConfigError
+        from pgcite import ConfigError
 
         raise ConfigError(f"--stages is not JSON: {exc}",
                           hint='e.g. --stages \'{"rerank": true}\'') from None

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from pgcite._errors import PgciteError
+from pgcite import PgciteError
 from pgcite._modes import MODES
 
 if TYPE_CHECKING:  # imported when a command runs: `pgcite --help` does without them
@@ -75,7 +75,7 @@ def _setting_problem(error: Any, overrides: dict[str, Any]) -> str:
 
 
 def client() -> Any:
-    from pgcite._client import Client
+    from pgcite import Client
 
     return Client(settings())
 
@@ -136,7 +136,7 @@ def cli_filters(col: Any, corpus: list[str] | None, cutoff: dt.datetime | None,
                 entity: list[str] | None = None) -> Any:
     """The Filters of `search`/`ask` flags: --corpus, --cutoff and --filter (typed by the
     metadata fields of the snapshot searched)."""
-    from pgcite.retrieve._filters import filters_from_args
+    from pgcite.retrieve import filters_from_args
 
     return filters_from_args(
         filter_args or [], lambda: col.snapshot(snapshot_id).metadata_fields or {},

@@ -104,9 +104,7 @@ def demo_command(
 
     Safe to re-run: nothing is re-embedded.
     """
-    from pgcite._client import Client
-    from pgcite._errors import CollectionNotFound
-    from pgcite.ingest._loaders import Overrides
+    from pgcite import Client, CollectionNotFound, Overrides
 
     # the data is found before anything is created: a missing file changes nothing
     path = source or (full_diary(data) if full else sample_path())

@@ -14,7 +14,7 @@ from rich.table import Table
 from pgcite.cli._common import JsonOption, client, console, emit_json, user_errors
 
 if TYPE_CHECKING:
-    from pgcite.store._documents import DocumentInfo
+    from pgcite import DocumentInfo
 
 app = typer.Typer(help="List the documents of a collection, or delete some (a new snapshot).",
                   no_args_is_help=True)

@@ -20,7 +20,7 @@ from pgcite.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from pgcite.retrieve._entities import EntitiesResult
+    from pgcite import EntitiesResult
 
 
 def print_entities(result: EntitiesResult) -> None:
@@ -67,13 +67,13 @@ def entities_command(
     """Who, where, how often: entities ranked by the passages that mention them, each with
     the citation ids that support it, under the same filters as a search (a --cutoff means
     nothing after it counts). Needs entities stored at ingest (the `entities` extra)."""
-    from pgcite._client import Client
+    from pgcite import Client
     from pgcite.cli._common import settings
-    from pgcite.retrieve._entities import KINDS
+    from pgcite.retrieve import KINDS
 
     with user_errors(), Client(settings()) as client:
         if kind not in KINDS:
-            from pgcite._errors import ConfigError
+            from pgcite import ConfigError
 
             raise ConfigError(f"unknown kind {kind!r}", hint=f"use one of {', '.join(KINDS)}")
         col = client.collection(collection)

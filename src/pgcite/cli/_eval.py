@@ -9,7 +9,7 @@ import typer
 
 if TYPE_CHECKING:
     from pgcite.evaluate import EvalResult, GoldenSet
-    from pgcite.lifecycle._gate import Check
+    from pgcite.lifecycle import Check
 
 from pgcite.cli._common import (
     JsonOption,
@@ -121,9 +121,8 @@ def eval_command(
 def _floors(collection: str | None, updates: list[str]) -> dict[str, float]:
     """The floors --strict holds the result to: the collection's gate floors (the house
     floors without one) with the --floor updates applied."""
-    from pgcite._client import Client
-    from pgcite._gate_settings import GateSettings
-    from pgcite.lifecycle._gate import apply_floors
+    from pgcite import Client, GateSettings
+    from pgcite.lifecycle import apply_floors
 
     gate = GateSettings()
     if collection is not None:
@@ -135,8 +134,7 @@ def _floors(collection: str | None, updates: list[str]) -> dict[str, float]:
 def _strict_failures(result: EvalResult, floors: dict[str, float]) -> list[str]:
     """Every failed floor, per configuration: the metric floors and zero cutoff violations
     (the gate's checks, without its comparison to an active snapshot)."""
-    from pgcite._gate_settings import HARD_METRIC
-    from pgcite.lifecycle._gate import Check, floor_checks
+    from pgcite.lifecycle import HARD_METRIC, Check, floor_checks
 
     failures = []
     for name, config in result.configurations.items():
@@ -160,12 +158,10 @@ def _enforce(result: EvalResult, floors: dict[str, float]) -> None:
 
 def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: int,
               threshold: float | None, progress: bool, fusion: str) -> EvalResult:
+    from pgcite import Client, ConfigError
     from pgcite import evaluate as ev
-    from pgcite._client import Client
-    from pgcite._errors import ConfigError
-    from pgcite._types import MODES, parse_fusion, parse_mode
-    from pgcite.evaluate import Searcher
-    from pgcite.evaluate._collection import collection_searcher, index_usage, run_metadata
+    from pgcite._modes import MODES, parse_fusion, parse_mode
+    from pgcite.evaluate import Searcher, collection_searcher, index_usage, run_metadata
 
     wanted = [parse_mode(m.strip()) for m in modes.split(",") if m.strip()]
     if not wanted:
@@ -183,8 +179,8 @@ def _evaluate(collection: str, gold: GoldenSet, modes: str, top_k: int, depth: i
 
 def _fit_abstention(collection: str | None, gold: GoldenSet, also: list[GoldenSet],
                     json_out: bool) -> None:
-    from pgcite._client import Client
-    from pgcite.evaluate._fit_abstention import fit_abstention, render_fit
+    from pgcite import Client
+    from pgcite.evaluate import fit_abstention, render_fit
 
     if collection is None:
         raise fail("name the collection to fit abstention for")
@@ -199,8 +195,8 @@ def _answers(collection: str, gold: GoldenSet, out: Path | None, json_out: bool)
     """Answer every golden query with the collection's defaults and print the answer metrics."""
     import json
 
-    from pgcite._client import Client
-    from pgcite.evaluate._answers import answer_golden, collection_passages, summarize_by_kind
+    from pgcite import Client
+    from pgcite.evaluate import answer_golden, collection_passages, summarize_by_kind
 
     with Client(settings()) as client:
         col = client.collection(collection)
@@ -224,7 +220,6 @@ def _answers(collection: str, gold: GoldenSet, out: Path | None, json_out: bool)
 
 
 def _summary(result: EvalResult) -> str:
-    from pgcite.evaluate._report import render_markdown
-    from pgcite.evaluate._tables import report_tables
+    from pgcite.evaluate import render_markdown, report_tables
 
     return render_markdown(result, report_tables(result))

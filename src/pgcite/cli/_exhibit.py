@@ -51,8 +51,8 @@ def create_command(
     json_out: bool = JsonOption,
 ) -> None:
     """Define an exhibit on a collection (a new version of it with --replace)."""
-    from pgcite._exhibits import Exhibit
-    from pgcite.store._exhibits import settings_of
+    from pgcite import Exhibit
+    from pgcite.store import settings_of
 
     fields: dict[str, Any] = _read(file) if file is not None else {}
     flags = {"persona": persona, "title": title, "greeting": greeting, "language": language,
@@ -101,7 +101,7 @@ def list_command(
     json_out: bool = JsonOption,
 ) -> None:
     """List exhibits: name, collection, version, persona, cutoff, corpora."""
-    from pgcite._exhibits import Exhibit
+    from pgcite import Exhibit
 
     with user_errors(), client() as c:
         names = [collection] if collection else [i.name for i in c.collections()]
@@ -123,7 +123,7 @@ def list_command(
 @app.command("show")
 def show_command(name: NameArg, json_out: bool = JsonOption) -> None:
     """Show an exhibit's settings in force."""
-    from pgcite._exhibits import Exhibit
+    from pgcite import Exhibit
 
     with user_errors(), client() as c:
         exhibit = Exhibit.open(c, name)
@@ -139,7 +139,7 @@ def show_command(name: NameArg, json_out: bool = JsonOption) -> None:
 @app.command("delete")
 def delete_command(name: NameArg, json_out: bool = JsonOption) -> None:
     """Retire an exhibit (its versions stay on record) and delete its visitor keys."""
-    from pgcite._exhibits import Exhibit
+    from pgcite import Exhibit
 
     with user_errors(), client() as c:
         info = Exhibit.open(c, name).delete()
@@ -158,8 +158,8 @@ def key_command(
 ) -> None:
     """A visitor key for the exhibit: it may ask the exhibit and open its citations, nothing
     else. The token is shown ONCE."""
-    from pgcite.service._keys import create_key
-    from pgcite.store._exhibits import directory_collection
+    from pgcite.service import create_key
+    from pgcite.store import directory_collection
 
     with user_errors(), client() as c, c.db.transaction() as conn:
         new = create_key(conn, directory_collection(conn, name), "visitor", note, exhibit=name)

@@ -19,7 +19,7 @@ from pgcite.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from pgcite.ingest._pipeline import IngestReport
+    from pgcite import IngestReport
 
 
 def print_report(report: IngestReport) -> None:
@@ -152,8 +152,7 @@ def ingest_command(
     once (docs/snapshots.md, "Parallel ingest"). A killed stager loses only the batch in
     flight; re-running it stores nothing twice.
     """
-    from pgcite._client import Client
-    from pgcite.ingest._loaders import FieldMapping, Overrides
+    from pgcite import Client, FieldMapping, Overrides
 
     with user_errors():
         mapping = FieldMapping.parse(map_ or [])

@@ -23,8 +23,8 @@ def create_command(
     json_out: bool = JsonOption,
 ) -> None:
     """Create a key. The token is shown ONCE; only its sha256 is stored."""
-    from pgcite.service._keys import create_key
-    from pgcite.store._database import Database
+    from pgcite.service import create_key
+    from pgcite.store import Database
 
     with user_errors():
         db = Database.open(settings())
@@ -46,8 +46,8 @@ def list_command(
     json_out: bool = JsonOption,
 ) -> None:
     """List keys (never their tokens)."""
-    from pgcite.service._keys import list_keys
-    from pgcite.store._database import Database
+    from pgcite.service import list_keys
+    from pgcite.store import Database
 
     with user_errors():
         db = Database.open(settings())
@@ -70,8 +70,8 @@ def revoke_command(
     json_out: bool = JsonOption,
 ) -> None:
     """Revoke a key: it stops working at once."""
-    from pgcite.service._keys import revoke_key
-    from pgcite.store._database import Database
+    from pgcite.service import revoke_key
+    from pgcite.store import Database
 
     with user_errors():
         db = Database.open(settings())

@@ -36,8 +36,8 @@ def mcp_command(
     except ImportError:
         raise fail("the MCP server needs the mcp package",
                    hint="pip install 'pgcite[mcp]'", code=2) from None
-    from pgcite._client import Client
-    from pgcite.answer._llm import make_generator
+    from pgcite import Client
+    from pgcite.answer import make_generator
 
     with user_errors():
         config = generator_config(generator, llm_base_url, llm_model, llm_api_key, llm_timeout,
@@ -47,7 +47,7 @@ def mcp_command(
         server = build_server(lambda ctx: access, generator=make_generator(config))
     import anyio
 
-    from pgcite.mcp._stdio import serve_stdio
+    from pgcite.mcp import serve_stdio
 
     try:
         # stdout carries the protocol: nothing else may print to it

@@ -36,7 +36,7 @@ from pgcite.cli._stages import (
 )
 
 if TYPE_CHECKING:
-    from pgcite.retrieve._hits import Hit, SearchResult
+    from pgcite import Hit, SearchResult
 
 
 def _excerpt(text: str, width: int = 160) -> str:
@@ -134,10 +134,9 @@ def search_command(
     json_out: bool = JsonOption,
 ) -> None:
     """Hybrid search (BM25 + vector, fused) with hard filters; prints cited passages."""
-    from pgcite._client import Client
-    from pgcite._types import parse_fusion, parse_mode
+    from pgcite import Client, SearchOptions
+    from pgcite._modes import parse_fusion, parse_mode
     from pgcite.cli._common import settings
-    from pgcite.retrieve._search import SearchOptions
 
     with user_errors(), Client(settings()) as client:
         col = client.collection(collection)

@@ -71,8 +71,7 @@ def serve_command(
     """Serve search and grounded answers over HTTP, with API keys per collection."""
     import uvicorn
 
-    from pgcite.service import ServiceConfig, create_app
-    from pgcite.service._connections import configure
+    from pgcite.service import ServiceConfig, configure, create_app
     from pgcite.ui import mount_ui
 
     if not auth and not _loopback(host):
@@ -107,9 +106,8 @@ def _serve_workers(config: ServiceConfig, *, host: str, port: int, workers: int,
     requests finish, each closes its pool); a worker that dies is replaced."""
     import uvicorn
 
-    from pgcite.service._connections import BoundedH11Protocol
-    from pgcite.store._database import Database
-    from pgcite.store._server import prune_handles
+    from pgcite.service import BoundedH11Protocol
+    from pgcite.store import Database, prune_handles
 
     current = settings()
     # Here, once: the server started (embedded: this process holds it up while workers come
@@ -152,7 +150,7 @@ def worker_app() -> FastAPI:
     # the last user goes) would never run, leaving PostgreSQL up after the service stopped.
     # multiprocessing runs its own finalizers at that exit; this one runs the atexit handlers.
     multiprocessing.util.Finalize(None, atexit._run_exitfuncs, exitpriority=0)
-    from pgcite.service._connections import configure
+    from pgcite.service import configure
     from pgcite.ui import mount_ui
 
     config = ServiceConfig.model_validate(json.loads(os.environ[_WORKER_CONFIG]))
@@ -166,7 +164,7 @@ def worker_app() -> FastAPI:
 def _mount_mcp(app: FastAPI) -> bool:
     """MCP (streamable HTTP) at /mcp when the mcp extra is installed."""
     try:
-        from pgcite.mcp._http import mount_mcp
+        from pgcite.mcp import mount_mcp
     except ImportError:
         return False
     mount_mcp(app)

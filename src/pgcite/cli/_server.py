@@ -26,7 +26,7 @@ def standby_command(
     The first run copies the primary with pg_basebackup -R into DATA_DIR/standby-PORT; later
     runs restart that copy, which catches up by streaming replication. Point the service at it
     with PGCITE_READ_URLS (the URL is printed)."""
-    from pgcite.store._standby import start_standby, stop_standby
+    from pgcite.store import start_standby, stop_standby
 
     current = settings()
     if current.database_url is not None:

@@ -117,9 +117,8 @@ def _build_staged(collection: str, paths: list[Path], staged: bool, activate: bo
 def _build(c: Any, collection: str, paths: list[Path], replace: bool, embedder: str | None,
            corpus: str | None, author: str | None, map_: list[str] | None,
            corpus_version: str | None, progress: bool) -> Any:
-    from pgcite.ingest._loaders import FieldMapping, Overrides
-    from pgcite.ingest._pipeline import ingest
-    from pgcite.ingest._reembed import reembed
+    from pgcite import FieldMapping, Overrides
+    from pgcite.ingest import ingest, reembed
 
     if not paths:
         if embedder is None:
@@ -136,7 +135,7 @@ def _build(c: Any, collection: str, paths: list[Path], replace: bool, embedder: 
 @app.command("list")
 def list_(collection: CollectionArg, json_out: bool = JsonOption) -> None:
     """List snapshots: which is active, which is the rollback target, their evaluations."""
-    from pgcite.store._snapshots import activations, previous_snapshot
+    from pgcite.store import activations, previous_snapshot
 
     with user_errors(), client() as c:
         col = c.collection(collection)
@@ -289,7 +288,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([dhms]?)\s*$")
 
 
 def parse_duration(text: str) -> dt.timedelta:
-    from pgcite._errors import ConfigError
+    from pgcite import ConfigError
 
     match = _DURATION.match(text)
     if not match:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from pgcite.cli._common import console
 
 if TYPE_CHECKING:
-    from pgcite.retrieve._hits import StageEvent
+    from pgcite import StageEvent
 
 _MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL and "
            "PGCITE_RERANKER / PGCITE_RERANKER_PATH / PGCITE_RERANKER_URL; a stage whose model "
@@ -52,7 +52,7 @@ def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | Non
                     boost: list[str] | None, route_llm: bool | None = None,
                     entity_boost: str | None = None) -> dict[str, Any] | None:
     """The request's stage overrides from the flags given (None when none was given)."""
-    from pgcite.retrieve._boost import parse_boost
+    from pgcite.retrieve import parse_boost
 
     flags = {"route": route, "route_llm": route_llm, "decompose": decompose, "hyde": hyde,
              "rerank": rerank, "rerank_depth": rerank_depth}
@@ -65,7 +65,7 @@ def stage_overrides(route: bool | None, decompose: bool | None, hyde: bool | Non
 
 
 def _entity_boost(text: str) -> str | float:
-    from pgcite._errors import ConfigError
+    from pgcite import ConfigError
 
     if text.strip().lower() == "auto":
         return "auto"

@@ -12,8 +12,7 @@ from collections.abc import Iterable
 
 from rich.markup import escape
 
-from pgcite._streaming import Delta, Final, StreamEvent
-from pgcite.answer._types import Answer
+from pgcite import Answer, Delta, Final, StreamEvent
 from pgcite.cli._common import console
 
 

@@ -8,10 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite._client import Collection
-from pgcite._types import Mode
-from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
-from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite import Collection, Filters, Hit, MetadataPredicate, Mode, SearchResult
+from pgcite.retrieve import merge_filters
 
 
 class SearchParams(BaseModel):

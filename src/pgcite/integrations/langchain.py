@@ -26,10 +26,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from pydantic import Field
 
-from pgcite._client import Collection
-from pgcite._types import Mode
+from pgcite import Collection, Filters, MetadataPredicate, Mode
 from pgcite.integrations._search import SearchParams, hit_metadata, run
-from pgcite.retrieve._filters import Filters, MetadataPredicate
 
 
 class PgciteRetriever(BaseRetriever):

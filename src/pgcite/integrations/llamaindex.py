@@ -21,9 +21,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "pgcite.integrations.llamaindex needs llama-index-core: pip install 'pgcite[llamaindex]'"
     ) from exc
 
-from pgcite._client import Collection
+from pgcite import Collection, Filters, MetadataPredicate
 from pgcite.integrations._search import SearchParams, hit_metadata, run
-from pgcite.retrieve._filters import Filters, MetadataPredicate
 
 # Keys LlamaIndex leaves out of the text it embeds and shows an LLM: scores and ranks are
 # retrieval bookkeeping, not content. The citation id, date and author stay visible.

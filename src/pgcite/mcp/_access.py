@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pgcite._client import Client, Collection
-from pgcite.service._access import Grant, authenticate_grant, lookup
-from pgcite.store._collections import CollectionInfo, list_collections
+from pgcite import Client, Collection, CollectionInfo
+from pgcite.service import Grant, authenticate_grant, lookup
+from pgcite.store import list_collections
 
 Reader = Callable[[CollectionInfo, Grant], Collection]
 

@@ -13,15 +13,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import AfterValidator, Field
 
-from pgcite._errors import CollectionNotFound, ExhibitNotFound
-from pgcite._exhibits import Exhibit
+from pgcite import CitedSource, CollectionNotFound, Exhibit, ExhibitNotFound, Generator
 from pgcite._inputs import clean_text
-from pgcite.answer._types import Generator
 from pgcite.mcp._access import Access
 from pgcite.mcp._tools import AnswerOut, answer_out
-from pgcite.retrieve._sources import CitedSource
-from pgcite.store._collections import get_collection
-from pgcite.store._exhibits import directory_collection, get_exhibit
+from pgcite.store import directory_collection, get_collection, get_exhibit
 
 ExhibitName = Annotated[str, Field(min_length=1, max_length=63, description=(
     "The exhibit's name (its page is /exhibit/NAME).")), AfterValidator(clean_text)]

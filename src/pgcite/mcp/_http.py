@@ -23,8 +23,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from pgcite.mcp._access import Access, open_access
 from pgcite.mcp._server import build_server
-from pgcite.service._keys import aauthenticate
-from pgcite.service._state import ServiceState
+from pgcite.service import ServiceState, aauthenticate
 
 PATH = "/mcp"
 

@@ -19,13 +19,10 @@ from mcp.types import ToolAnnotations
 from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite import __version__
-from pgcite._errors import PgciteError
+from pgcite import EntitiesResult, Generator, PgciteError, __version__
 from pgcite._inputs import excerpt
-from pgcite.answer._types import Generator
 from pgcite.mcp import _exhibits, _tools
 from pgcite.mcp._access import Access
-from pgcite.retrieve._entities import EntitiesResult
 
 Resolver = Callable[[Context], Access]
 T = TypeVar("T")

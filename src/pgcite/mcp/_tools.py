@@ -10,18 +10,24 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from pgcite._client import Collection
-from pgcite._errors import PgciteError
-from pgcite._types import Mode
-from pgcite.answer._types import Answer, EntityFact, Generator
+from pgcite import (
+    Answer,
+    Collection,
+    EntitiesResult,
+    EntityFact,
+    Filters,
+    Generator,
+    Hit,
+    Mode,
+    PgciteError,
+)
 from pgcite.mcp._access import Access
-from pgcite.retrieve._entities import EntitiesResult, Kind
-from pgcite.retrieve._filters import Filters, merge_filters
-from pgcite.retrieve._hits import Hit
-from pgcite.retrieve._passages import (
+from pgcite.retrieve import (
+    Kind,
     Passage,
     PassageWindow,
     SnapshotProfile,
+    merge_filters,
     passage_window,
     snapshot_profile,
 )

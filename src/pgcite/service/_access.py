@@ -38,17 +38,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from pgcite._client import Client, Collection, SnapshotScope
-from pgcite._errors import (
+from pgcite import (
     AccessDenied,
+    Client,
+    Collection,
+    CollectionInfo,
     CollectionNotFound,
     ConfigError,
     ExhibitNotFound,
     PgciteError,
 )
-from pgcite.retrieve._view import ConnectionFactory
+from pgcite._client import SnapshotScope
+from pgcite.retrieve import ConnectionFactory
 from pgcite.service._keys import ApiKey, Role, authenticate
-from pgcite.store._collections import CollectionInfo, get_collection
+from pgcite.store import get_collection
 
 UNKNOWN_KEY = "unknown or revoked API key"
 

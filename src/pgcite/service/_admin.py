@@ -10,19 +10,16 @@ from typing import Annotated, Any
 import psycopg
 from fastapi import APIRouter, Depends, File, Form, Path, UploadFile
 
-from pgcite._client import Collection
-from pgcite._errors import ScanLimitExceeded
+from pgcite import Collection, GateRefused, IngestReport, Overrides, ScanLimitExceeded, SnapshotInfo
 from pgcite._inputs import excerpt
-from pgcite.ingest._loaders import Overrides
-from pgcite.ingest._pipeline import Failure, IngestReport
-from pgcite.lifecycle._gate import GateRefused
+from pgcite.ingest import Failure
 from pgcite.service._auth import Access, admin_access
 from pgcite.service._errors import ApiError
 from pgcite.service._models import ActivationOut, ErrorOut, SnapshotOut, UploadOut
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
 from pgcite.service._upload import new_folder, save
-from pgcite.store._snapshots import SnapshotInfo, list_snapshots
+from pgcite.store import list_snapshots
 
 router = APIRouter(tags=["admin"])
 _log = logging.getLogger("pgcite.service")

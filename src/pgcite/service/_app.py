@@ -12,11 +12,9 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pgcite import __version__
-from pgcite._client import Client
-from pgcite._errors import DatabaseError
+from pgcite import Client, DatabaseError, __version__
 from pgcite.config import Settings
-from pgcite.embed._registry import embedder_for_key
+from pgcite.embed import embedder_for_key
 from pgcite.llm import with_llm
 from pgcite.service import _admin, _documents, _exhibits, _routes
 from pgcite.service._errors import install_error_handlers
@@ -25,8 +23,7 @@ from pgcite.service._metrics import Metrics
 from pgcite.service._state import ServiceConfig, ServiceState
 from pgcite.service._upload import remove_stale_folders
 from pgcite.service._visitor import no_visitors
-from pgcite.store._collections import list_collections
-from pgcite.store._snapshots import active_snapshot
+from pgcite.store import active_snapshot, list_collections
 
 _log = logging.getLogger("pgcite.service")
 

@@ -9,11 +9,11 @@ from typing import Annotated
 from fastapi import Depends, Path
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from pgcite import CollectionInfo
 from pgcite.service._access import UNKNOWN_KEY, Grant
 from pgcite.service._errors import ApiError
 from pgcite.service._keys import Role, aauthenticate
 from pgcite.service._state import ServiceState, get_state
-from pgcite.store._collections import CollectionInfo
 
 _bearer = HTTPBearer(auto_error=False, description="Authorization: Bearer pgc_…")
 NO_KEY_HINT = ("send 'Authorization: Bearer <token>'; create one with "

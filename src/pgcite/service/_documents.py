@@ -10,12 +10,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
+from pgcite import DocumentInfo, DocumentsRemoved
 from pgcite.service._auth import Access, admin_access, reader_access
 from pgcite.service._errors import ApiError
 from pgcite.service._models import SnapshotQuery
 from pgcite.service._routes import ERRORS
 from pgcite.service._state import ServiceState, get_state
-from pgcite.store._documents import DocumentInfo, DocumentsRemoved
 
 MAX_DOCUMENTS_PAGE = 1000
 MAX_DELETE_IDS = 100

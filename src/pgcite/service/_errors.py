@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from psycopg_pool import PoolTimeout
 
-from pgcite._errors import (
+from pgcite import (
     AccessDenied,
     CollectionNotFound,
     DatabaseError,

@@ -19,12 +19,20 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgcite._errors import ExhibitExists, ExhibitNotFound
-from pgcite._exhibits import Exhibit, citation_page, citation_source
+from pgcite import (
+    Answer,
+    CitedSource,
+    Exhibit,
+    ExhibitExists,
+    ExhibitInfo,
+    ExhibitNotFound,
+    ExhibitSettings,
+    Filters,
+    PassageNotFound,
+    citation_page,
+    citation_source,
+)
 from pgcite._inputs import MAX_LIST_ITEMS, CleanStr, Name
-from pgcite.answer._types import Answer
-from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._sources import CitedSource, PassageNotFound
 from pgcite.service._auth import Access, admin_access, reader_access
 from pgcite.service._errors import ApiError
 from pgcite.service._keys import NewKey, create_key
@@ -32,7 +40,6 @@ from pgcite.service._routes import ERRORS, _observe_answer
 from pgcite.service._state import ServiceState, get_state
 from pgcite.service._stream import sse_answer
 from pgcite.service._visitor import ExhibitAccess, ExhibitPath, exhibit_access
-from pgcite.store._exhibits import ExhibitInfo, ExhibitSettings
 
 router = APIRouter()
 State = Annotated[ServiceState, Depends(get_state)]

@@ -14,9 +14,8 @@ import psycopg
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from pgcite._errors import PgciteError
-from pgcite.store._collections import get_collection
-from pgcite.store._exhibits import directory_collection
+from pgcite import PgciteError
+from pgcite.store import directory_collection, get_collection
 
 Role = Literal["reader", "admin", "visitor"]
 ROLES: tuple[str, ...] = ("reader", "admin", "visitor")

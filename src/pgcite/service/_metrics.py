@@ -9,9 +9,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from pgcite.answer._types import Answer
-from pgcite.retrieve._hits import StageEvent
-from pgcite.store._replicas import Replica
+from pgcite import Answer, Replica, StageEvent
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 

@@ -15,6 +15,7 @@ from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from pgcite import Filters, MetadataPredicate, Mode, StageEvent
 from pgcite._inputs import (
     MAX_ENTITIES,
     MAX_IN_VALUES,
@@ -25,9 +26,7 @@ from pgcite._inputs import (
     QueryText,
     Scalar,
 )
-from pgcite._types import Mode
-from pgcite.retrieve._filters import Filters, MetadataPredicate, merge_filters
-from pgcite.retrieve._hits import StageEvent
+from pgcite.retrieve import merge_filters
 
 MAX_TOP_K = 100
 SnapshotQuery = Annotated[int | None, Query(

@@ -23,9 +23,7 @@ from contextlib import asynccontextmanager, contextmanager
 import psycopg
 from psycopg import AsyncConnection, sql
 
-from pgcite._async import AsyncClient
-from pgcite._client import Client
-from pgcite.store._collections import CollectionInfo
+from pgcite import AsyncClient, Client, CollectionInfo
 
 READ_ROLE_PREFIX = "pgcite_read_"
 _ROLE_LOCK = 0x70676372  # "pgcr": serialises concurrent GRANTs (they can otherwise collide)

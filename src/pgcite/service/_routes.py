@@ -10,12 +10,9 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from pgcite._errors import DatabaseError
+from pgcite import Answer, DatabaseError, EntitiesResult, Filters, Hit, SearchResult
 from pgcite._inputs import MAX_LIST_ITEMS, Name
-from pgcite.answer._types import Answer
-from pgcite.retrieve._entities import EntitiesResult, Kind
-from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite.retrieve import Kind
 from pgcite.service._access import Grant
 from pgcite.service._auth import Access, principal, reader_access
 from pgcite.service._metrics import answer_outcomes
@@ -30,8 +27,7 @@ from pgcite.service._models import (
 )
 from pgcite.service._state import ServiceState, get_state
 from pgcite.service._stream import sse_answer
-from pgcite.store._collections import list_collections
-from pgcite.store._snapshots import active_snapshot
+from pgcite.store import active_snapshot, list_collections
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut} for code in (400, 401, 403, 404, 413, 422)

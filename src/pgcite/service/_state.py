@@ -11,17 +11,25 @@ from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from pgcite._async import DEFAULT_WORKERS, AsyncClient, AsyncCollection, async_client
-from pgcite._client import Client, Collection, on_replica
-from pgcite._errors import CollectionNotFound, ConfigError
-from pgcite.answer._llm import ChatGenerator, GeneratorConfig, make_generator
-from pgcite.answer._types import Generator
+from pgcite import (
+    AsyncClient,
+    AsyncCollection,
+    Client,
+    Collection,
+    CollectionInfo,
+    CollectionNotFound,
+    ConfigError,
+    Generator,
+    GeneratorConfig,
+)
+from pgcite._async import DEFAULT_WORKERS, async_client
+from pgcite._client import on_replica
+from pgcite.answer import ChatGenerator, make_generator
 from pgcite.llm import llm_config
 from pgcite.service._access import Grant, not_found
 from pgcite.service._metrics import Metrics
 from pgcite.service._roles import AsyncRoleScopedConnection, RoleCache, RoleScopedConnection
-from pgcite.store._collections import CollectionInfo, aget_collection, get_collection
-from pgcite.store._replicas import ReplicaBehind
+from pgcite.store import ReplicaBehind, aget_collection, get_collection
 
 T = TypeVar("T")
 MAX_UPLOAD_BYTES = 50 * 1024 * 1024

@@ -16,10 +16,7 @@ from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from pgcite._async import AsyncCollection
-from pgcite._errors import PgciteError
-from pgcite._streaming import Final, StreamEvent, astream_answer
-from pgcite.answer._types import Answer
+from pgcite import Answer, AsyncCollection, Final, PgciteError, StreamEvent, astream_answer
 
 _log = logging.getLogger("pgcite.service")
 

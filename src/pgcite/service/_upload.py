@@ -24,9 +24,9 @@ from pathlib import Path
 from fastapi import UploadFile
 
 from pgcite._inputs import excerpt
-from pgcite.ingest._loaders import SUPPORTED_SUFFIXES
+from pgcite.ingest import SUPPORTED_SUFFIXES
 from pgcite.service._errors import ApiError
-from pgcite.store._keeper import process_alive
+from pgcite.store import process_alive
 
 _UNSAFE = re.compile(r"[^\w.-]+")  # \w is Unicode-aware: ملف.jsonl keeps its name
 _FOLDER = "pgcite-upload-"

@@ -20,15 +20,13 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 from pydantic import AfterValidator
 
-from pgcite._errors import AccessDenied, CollectionNotFound, ExhibitNotFound
-from pgcite._exhibits import Exhibit
+from pgcite import AccessDenied, CollectionInfo, CollectionNotFound, Exhibit, ExhibitNotFound
 from pgcite._inputs import clean_text
 from pgcite.service._access import Grant
 from pgcite.service._auth import principal
 from pgcite.service._errors import ApiError
 from pgcite.service._state import ServiceState, get_state
-from pgcite.store._collections import CollectionInfo
-from pgcite.store._exhibits import adirectory_collection, aget_exhibit
+from pgcite.store import adirectory_collection, aget_exhibit
 
 
 async def no_visitors(who: Annotated[Grant, Depends(principal)]) -> None:

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import HTMLResponse, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from pgcite._client import Collection
+from pgcite import Answer, Collection, Filters, Generator, Hit, StageEvent
 from pgcite._inputs import (
     MAX_NAME_CHARS,
     MAX_PREDICATES,
@@ -25,12 +25,8 @@ from pgcite._inputs import (
     QueryText,
     clean_text,
 )
-from pgcite.answer._types import Answer, Generator
-from pgcite.retrieve._filters import Filters, filters_from_args
-from pgcite.retrieve._hits import Hit, StageEvent
-from pgcite.service._auth import Access, reader_access
-from pgcite.service._routes import ERRORS
-from pgcite.service._state import ServiceState, get_state
+from pgcite.retrieve import filters_from_args
+from pgcite.service import ERRORS, Access, ServiceState, get_state, reader_access
 from pgcite.ui._assets import asset, static_response
 from pgcite.ui._exhibit import router as exhibit_router
 

@@ -58,6 +58,22 @@ def test_a_new_top_level_module_must_be_placed_in_a_layer(tree: Path) -> None:
     assert result.returncode != 0 and "pgcite._helpers" in _flat(result.stdout)
 
 
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is in the dev extra")
+def test_a_front_door_may_not_import_a_private_module(tree: Path) -> None:
+    """service, cli, mcp, ui and integrations go through `pgcite` and the packages' __init__s:
+    a private module of a package below, or of another front door, breaks a contract."""
+    assert _lint(tree).returncode == 0
+    routes = tree / "src" / "pgcite" / "ui" / "_routes.py"
+    routes.write_text(routes.read_text() + "\nfrom pgcite.store._snapshots import activations"
+                      "  # noqa\nfrom pgcite._client import Client  # noqa\n")
+    key = tree / "src" / "pgcite" / "cli" / "_key.py"
+    key.write_text(key.read_text() + "\nfrom pgcite.service._keys import list_keys  # noqa\n")
+    after = _flat(_lint(tree).stdout)
+    assert "pgcite.ui is not allowed to import pgcite.store._snapshots" in after
+    assert "pgcite.ui is not allowed to import pgcite._client" in after
+    assert "pgcite.cli._key -> pgcite.service._keys" in after
+
+
 def test_the_architecture_picture_is_drawn_from_the_real_graph() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "make_architecture.py"),

@@ -105,6 +105,7 @@ def test_32_concurrent_async_searches_match_the_sync_ones(
 @pytest.mark.parametrize("kwargs", [
     {}, {"cutoff": dt.date(1665, 12, 31)}, {"mode": "keyword", "top_k": 3},
     {"filters": {"corpora": ["A"]}, "stages": {"route": False}},
+    {"filters": {"cutoff": "1665-12-31"}, "options": {"token_budget": 800, "neighbours": 0}},
 ])
 def test_async_answer_is_the_sync_answer(client: pgcite.Client, diary: pgcite.Collection,
                                          kwargs: dict[str, Any]) -> None:

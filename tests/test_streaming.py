@@ -132,7 +132,7 @@ def test_extractive_answer_streams_its_sentences(diary: pgcite.Collection) -> No
 
 
 def test_abstention_before_generation_streams_no_text(diary: pgcite.Collection) -> None:
-    events = list(stream_answer(diary, QUESTION, cutoff="1600-01-01"))
+    events = list(stream_answer(diary, QUESTION, filters={"cutoff": "1600-01-01"}))
     assert len(events) == 1 and isinstance(events[0], Final)
     assert events[0].answer.abstained and events[0].streamed_text == ""
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers; at run time each name is imported on first use
     from pgcite._async import AsyncClient, AsyncCollection, connect_async
-    from pgcite._client import Client, Collection, connect
+    from pgcite._client import Client, Collection, DeprecatedAnswerKeywords, connect
     from pgcite._errors import (
         AccessDenied,
         CollectionExists,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # for type checkers; at run time each name is imported on fir
     from pgcite._types import Fusion, Mode
     from pgcite.answer import (
         Answer,
+        AnswerOptions,
         EntityFact,
         Generator,
         GeneratorConfig,
@@ -80,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "AccessDenied": "pgcite._errors",
     "ActivationResult": "pgcite.lifecycle",
     "Answer": "pgcite.answer",
+    "AnswerOptions": "pgcite.answer",
     "AsyncClient": "pgcite._async",
     "AsyncCollection": "pgcite._async",
     "astream_answer": "pgcite._streaming",
@@ -99,6 +101,7 @@ _EXPORTS: dict[str, str] = {
     "connect_async": "pgcite._async",
     "DatabaseError": "pgcite._errors",
     "Delta": "pgcite._streaming",
+    "DeprecatedAnswerKeywords": "pgcite._client",
     "Document": "pgcite.ingest",
     "DocumentInfo": "pgcite.store._documents",
     "DocumentsRemoved": "pgcite.store._documents",
@@ -195,6 +198,7 @@ __all__ = [
     "AccessDenied",
     "ActivationResult",
     "Answer",
+    "AnswerOptions",
     "AsyncClient",
     "AsyncCollection",
     "ChatModel",
@@ -209,6 +213,7 @@ __all__ = [
     "ConfigError",
     "DatabaseError",
     "Delta",
+    "DeprecatedAnswerKeywords",
     "Document",
     "DocumentInfo",
     "DocumentsRemoved",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
-import datetime as dt
 import threading
 import time
 from collections import deque
@@ -31,20 +30,31 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import numpy as np
 from pgvector.psycopg import register_vector_async
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
-from pgcite._client import POOL_WAIT_S, Client, Collection, connect, search_arguments
+from pgcite._client import (
+    POOL_WAIT_S,
+    Client,
+    Collection,
+    DeprecatedAnswerKeywords,
+    answer_arguments,
+    connect,
+    search_arguments,
+)
 from pgcite._types import Mode
+from pgcite.answer._pipeline import AnswerOptions
 from pgcite.answer._search import SearchFn
-from pgcite.answer._types import Answer
+from pgcite.answer._selfcheck import ExternalSearch
+from pgcite.answer._types import Answer, Generator
 from pgcite.ingest._pipeline import IngestReport
+from pgcite.llm import ChatModel
 from pgcite.retrieve._asearch import AsyncConnectionFactory, AsyncSearchView, afinish
-from pgcite.retrieve._filters import Filters, merge_filters
+from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import Stages
 from pgcite.retrieve._search import SearchOptions
@@ -240,25 +250,30 @@ class AsyncCollection:
         self,
         question: str,
         *,
-        top_k: int = 5,
-        mode: Mode = "hybrid",
-        filters: Filters | dict[str, Any] | None = None,
-        cutoff: dt.date | str | None = None,
-        corpora: Sequence[str] | None = None,
+        top_k: int | None = None,
+        mode: Mode | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        options: AnswerOptions | Mapping[str, Any] | None = None,
         stages: Mapping[str, Any] | None = None,
         snapshot_id: int | None = None,
-        **options: Any,
+        generator: Generator | str | None = None,
+        judge: ChatModel | None = None,
+        external: ExternalSearch | None = None,
+        wrap_generator: Callable[[Generator], Generator] | None = None,
+        **deprecated: Unpack[DeprecatedAnswerKeywords],
     ) -> Answer:
         """As :meth:`Collection.answer` (the same arguments). The answer's first retrieval --
         the question at ``top_k`` -- is awaited here; the rest of the pipeline (the answerer
         embeds candidate sentences; generation; the guard) runs in the executor on the same
         view, with any further retrieval (a self-check's) made there by the sync search."""
-        view = await self.view(snapshot_id, embedder=mode != "keyword")
-        merged = merge_filters(filters, cutoff, corpora, None)
-        first = await self._search(view, question, filters=merged, stages=stages,
-                                   options=SearchOptions(top_k=top_k, mode=mode),
+        merged, resolved = answer_arguments(top_k, mode, filters, options, stages, snapshot_id,
+                                            deprecated)
+        view = await self.view(resolved.snapshot_id, embedder=resolved.mode != "keyword")
+        first = await self._search(view, question, filters=merged, stages=resolved.stages,
+                                   options=SearchOptions(top_k=resolved.top_k,
+                                                         mode=resolved.mode),
                                    snippets=False)
-        given, wanted_k = [first], top_k
+        given, wanted_k = [first], resolved.top_k
 
         def first_then(search: SearchFn) -> SearchFn:
             def retrieve(query: str, *, top_k: int, mode: Mode, filters: Filters,
@@ -270,8 +285,8 @@ class AsyncCollection:
 
         pinned = self.sync.pinned(view)
         return await self.client.offload(lambda: pinned.answer(
-            question, top_k=top_k, mode=mode, filters=filters, cutoff=cutoff, corpora=corpora,
-            stages=stages, wrap_search=first_then, **options))
+            question, filters=merged, options=resolved, generator=generator, judge=judge,
+            external=external, wrap_generator=wrap_generator, wrap_search=first_then))
 
     async def ingest(self, paths: Sequence[str | Path], **options: Any) -> IngestReport:
         """As :meth:`Collection.ingest`, in the executor (see the module doc for why)."""

@@ -5,19 +5,22 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import functools
+import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack, cast
 
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
+from pydantic import ValidationError
 
 from pgcite._errors import (
     AccessDenied,
@@ -26,9 +29,10 @@ from pgcite._errors import (
     PgciteError,
     SnapshotNotFound,
 )
-from pgcite._inputs import MAX_ID_CHARS, MAX_NAME_CHARS, check_text
+from pgcite._inputs import MAX_ID_CHARS, MAX_NAME_CHARS, check_text, first_problem
 from pgcite._models import chat_model_from, reranker_from
 from pgcite._types import Mode
+from pgcite.answer._pipeline import AnswerOptions
 from pgcite.answer._search import SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheckOptions
 from pgcite.answer._types import Answer, Generator
@@ -753,63 +757,47 @@ class Collection:
         self,
         question: str,
         *,
-        top_k: int = 5,
-        mode: Mode = "hybrid",
-        cutoff: dt.date | str | None = None,
-        corpora: Sequence[str] | None = None,
-        filters: Filters | dict[str, Any] | None = None,
-        generator: Generator | str | None = None,
-        token_budget: int = 4000,
-        threshold: float | None = None,
-        persona: str | None = None,
-        abstention_text: str | None = None,
-        attribution_fallback: str | None = None,
+        top_k: int | None = None,
+        mode: Mode | None = None,
+        filters: Filters | Mapping[str, Any] | None = None,
+        options: AnswerOptions | Mapping[str, Any] | None = None,
         stages: Mapping[str, Any] | None = None,
-        self_check: SelfCheckOptions | Mapping[str, Any] | None = None,
+        snapshot_id: int | None = None,
+        generator: Generator | str | None = None,
         judge: ChatModel | None = None,
         external: ExternalSearch | None = None,
-        snapshot_id: int | None = None,
         wrap_generator: Callable[[Generator], Generator] | None = None,
         wrap_search: Callable[[SearchFn], SearchFn] | None = None,
-        entity_facts: bool = True,
-        neighbours: int | None = None,
+        **deprecated: Unpack[DeprecatedAnswerKeywords],
     ) -> Answer:
         """A grounded answer whose every citation is a retrieved passage (see docs/answers.md).
 
+        The shape of :meth:`search`: ``filters`` (a :class:`Filters` or a dict: cutoff,
+        corpora, metadata …) says what it may cite; ``options`` (an :class:`AnswerOptions` or a
+        dict: token_budget, threshold, persona, self_check, entity_facts, neighbours …) how it
+        answers; ``top_k`` and ``mode`` are shorthands for the two options set most often, and
+        ``stages`` and ``snapshot_id`` are as in :meth:`search`. ``self_check`` (in options):
+        grading, the corrective loop and the sufficiency check, e.g. ``{"grade": True}``,
+        judged by ``judge`` or the client's configured LLM (docs/answers.md, "Self-correcting").
+
         ``generator``: a Generator, a kind name ("extractive", the default), or None.
-        ``stages``: retrieval stage overrides (as in :meth:`search`). ``self_check``: grading,
-        the corrective loop and the sufficiency check, e.g. ``{"grade": True}``, judged by
-        ``judge`` or the client's configured LLM (docs/answers.md, "Self-correcting").
-        ``snapshot_id``: answer from that snapshot instead of the active one (as in
-        :meth:`search`). ``wrap_search`` wraps the answer's search (this collection's, on
-        the answer's one view, without snippets), e.g. to hand it a result retrieved already:
-        the async API awaits the first retrieval on its event loop. ``entity_facts``: for
-        who/where/how-often questions, state the entity graph's facts (people or places named
-        with the question's entity, in how many passages, citing passages that name both)
-        before the quotes; they are in ``answer.entities`` (docs/answers.md, "Entity
-        questions"). ``neighbours``: give the answerer, after each retrieved passage, this many
-        passages before and after it in its document, under the same filters (None: the
-        default, ``AnswerOptions.neighbours``; 0: the retrieved passages only).
+        ``wrap_search`` wraps the answer's search (this collection's, on the answer's one view,
+        without snippets), e.g. to hand it a result retrieved already: the async API awaits the
+        first retrieval on its event loop. The keywords this method took before ``options``
+        (``cutoff=``, ``corpora=``, ``threshold=``, ``persona=`` …: :class:`DeprecatedAnswerKeywords`)
+        still work, with a DeprecationWarning.
         """
         from pgcite.answer._llm import GeneratorConfig, make_generator
-        from pgcite.answer._pipeline import DEFAULT_NEIGHBOURS, AnswerOptions, answer_question
+        from pgcite.answer._pipeline import answer_question
         from pgcite.answer._search import AnswerSettings
-        from pgcite.answer._selfcheck import SelfCheckOptions
 
         check_query(question)  # before anything reads the question: the entity graph does
         if isinstance(generator, str):
             generator = make_generator(GeneratorConfig(kind=generator))  # type: ignore[arg-type]
-        options = AnswerOptions(
-            top_k=top_k, mode=mode, token_budget=token_budget, threshold=threshold,
-            persona=persona, abstention_text=abstention_text,
-            attribution_fallback=attribution_fallback,
-            stages=dict(stages) if stages is not None else None,
-            self_check=SelfCheckOptions.model_validate(self_check or {}),
-            snapshot_id=snapshot_id, entity_facts=entity_facts,
-            neighbours=DEFAULT_NEIGHBOURS if neighbours is None else neighbours,
-        )
+        filters, options = answer_arguments(top_k, mode, filters, options, stages, snapshot_id,
+                                            deprecated)
         # one snapshot and one set of models for every search the answer makes
-        view = self.view(snapshot_id, embedder=mode != "keyword")
+        view = self.view(options.snapshot_id, embedder=options.mode != "keyword")
         pinned = self.pinned(view)
 
         def search(query: str, *, top_k: int, mode: Mode, filters: Filters,
@@ -826,16 +814,15 @@ class Collection:
         retrieve = wrap_search(search) if wrap_search is not None else search
         answer = answer_question(retrieve, question, settings=settings,
                                  embedder=view.models.embedder, options=options,
-                                 filters=filters, cutoff=cutoff, corpora=corpora,
-                                 generator=generator, judge=judge, external=external,
+                                 filters=filters, generator=generator, judge=judge,
+                                 external=external,
                                  wrap_generator=wrap_generator,
                                  entity_evidence=view.entity_evidence,
                                  neighbours=view.neighbours)
-        merged = merge_filters(filters, cutoff, corpora, None)
-        if merged.cutoff is None:
+        if filters.cutoff is None:
             return answer
         with self._connection() as conn:
-            return self._note_undated(conn, answer, merged)
+            return self._note_undated(conn, answer, filters)
 
     def snapshot(self, snapshot_id: int | None = None) -> SnapshotInfo:
         """The snapshot ``snapshot_id`` (default: the active one); only a ready snapshot
@@ -891,6 +878,69 @@ def search_arguments(
         merged_options = SearchOptions(**{**merged_options.model_dump(exclude_unset=True),
                                           **shorthand})
     return merged_filters, merged_options
+
+
+class DeprecatedAnswerKeywords(TypedDict, total=False):
+    """The keywords :meth:`Collection.answer` took before ``filters`` and ``options`` carried
+    them. Each still works, with a DeprecationWarning saying where it goes now."""
+
+    cutoff: dt.date | str | None  # filters
+    corpora: Sequence[str] | None  # filters
+    token_budget: int  # options, and the rest too
+    threshold: float | None
+    persona: str | None
+    abstention_text: str | None
+    attribution_fallback: str | None
+    self_check: SelfCheckOptions | Mapping[str, Any] | None
+    entity_facts: bool
+    neighbours: int | None
+
+
+_DEPRECATED_FILTERS = ("cutoff", "corpora")
+
+
+def answer_arguments(
+    top_k: int | None,
+    mode: Mode | None,
+    filters: Filters | Mapping[str, Any] | None,
+    options: AnswerOptions | Mapping[str, Any] | None,
+    stages: Mapping[str, Any] | None,
+    snapshot_id: int | None,
+    deprecated: DeprecatedAnswerKeywords,
+) -> tuple[Filters, AnswerOptions]:
+    """An answer's filters and options from its arguments, as :func:`search_arguments` makes a
+    search's: ``top_k``, ``mode``, ``stages`` and ``snapshot_id`` on top of ``options``, and
+    the deprecated keywords (warned about) on top of both. One place for the sync and the
+    async :meth:`answer`."""
+    old = {k: v for k, v in deprecated.items()
+           if v is not None and k not in _DEPRECATED_FILTERS}
+    if deprecated:
+        moved = ", ".join(f"{k} in {'filters' if k in _DEPRECATED_FILTERS else 'options'}="
+                          for k in deprecated)
+        _warn_caller(f"Collection.answer's keywords are deprecated: pass {moved} (as search "
+                     "takes them; docs/api.md)")
+    merged_filters = merge_filters(dict(filters) if isinstance(filters, Mapping) else filters,
+                                   deprecated.get("cutoff"), deprecated.get("corpora"), None)
+    given = (options.model_dump(exclude_unset=True) if isinstance(options, AnswerOptions)
+             else dict(options or {}))
+    shorthand = {k: v for k, v in (("top_k", top_k), ("mode", mode), ("snapshot_id", snapshot_id),
+                                   ("stages", None if stages is None else dict(stages)))
+                 if v is not None}
+    try:
+        merged_options = AnswerOptions(**{**given, **shorthand, **old})
+    except ValidationError as exc:
+        raise ConfigError(f"bad answer options: {first_problem(exc, 'options')}",
+                          hint="see docs/answers.md and docs/api.md") from None
+    return merged_filters, merged_options
+
+
+def _warn_caller(message: str) -> None:
+    """A DeprecationWarning pointing at the first frame outside pgcite: the user's call, however
+    many of pgcite's frames (the replica wrapper, the async API, an exhibit) lie between."""
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: our caller
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("pgcite"):
+        level, frame = level + 1, frame.f_back  # type: ignore[assignment]
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
 
 
 def connect(

@@ -14,10 +14,9 @@ its HTTP API and the MCP tool use as well: nothing a caller passes can widen the
 
 from __future__ import annotations
 
-from typing import Any
-
 from pgcite._client import Client, Collection
 from pgcite._errors import PgciteError
+from pgcite.answer._pipeline import AnswerOptions
 from pgcite.answer._types import Answer, Generator
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._sources import CitedSource, cited_page, open_citation
@@ -89,18 +88,20 @@ class Exhibit:
         """The hard filters every request of this exhibit runs under."""
         return Filters(cutoff=self.settings.cutoff, corpora=self.settings.corpora)
 
-    def answer_options(self) -> dict[str, Any]:
-        """What :meth:`Collection.answer` is given for a question to this exhibit."""
+    def answer_options(self, *, threshold: float | None = None) -> AnswerOptions:
+        """How :meth:`Collection.answer` answers a question to this exhibit (under
+        :meth:`filters`): in the persona's voice, with its texts; ``threshold``: the caller's
+        (None: the default)."""
         s = self.settings
-        return dict(filters=self.filters(), persona=s.persona, abstention_text=s.abstention_text,
-                    attribution_fallback=s.attribution_fallback)
+        return AnswerOptions(persona=s.persona, abstention_text=s.abstention_text,
+                             attribution_fallback=s.attribution_fallback, threshold=threshold)
 
     def answer(self, question: str, *, generator: Generator | str | None = None,
                threshold: float | None = None) -> Answer:
         """The exhibit's answer: in the persona's voice, from the active snapshot, under its
         cutoff and corpora. ``answer.snapshot_id`` is what its citation links name."""
-        return self.collection.answer(question, generator=generator, threshold=threshold,
-                                      **self.answer_options())
+        return self.collection.answer(question, filters=self.filters(), generator=generator,
+                                      options=self.answer_options(threshold=threshold))
 
     def source(self, citation_id: str, *, snapshot_id: int | None = None,
                neighbours: int = NEIGHBOURS) -> CitedSource:

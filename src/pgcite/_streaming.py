@@ -18,7 +18,7 @@ import asyncio
 import queue
 import re
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -27,8 +27,11 @@ from pydantic.alias_generators import to_camel
 from pgcite._client import Collection
 from pgcite.answer._guard import check_citations
 from pgcite.answer._llm import ChatGenerator, system_prompt, user_prompt
+from pgcite.answer._pipeline import AnswerOptions
 from pgcite.answer._types import Answer, GenerationRequest, Generator
+from pgcite.llm import ChatModel
 from pgcite.llm._stream import chat_stream
+from pgcite.retrieve import Filters
 
 # After a sentence end or a citation, before the next sentence (not before a citation).
 _SENTENCE_END = re.compile(r"(?<=[.!?\]])\s+(?=[^\s\[])")
@@ -131,7 +134,12 @@ class AsyncAnswerer(Protocol):
     """What :func:`astream_answer` needs: ``AsyncCollection.answer`` (pgcite._async, a sibling
     module this one may not import)."""
 
-    async def answer(self, question: str, **options: Any) -> Answer: ...
+    async def answer(self, question: str, *, filters: Filters | Mapping[str, Any] | None = None,
+                     options: AnswerOptions | Mapping[str, Any] | None = None,
+                     stages: Mapping[str, Any] | None = None, snapshot_id: int | None = None,
+                     generator: Generator | str | None = None, judge: ChatModel | None = None,
+                     wrap_generator: Callable[[Generator], Generator] | None = None,
+                     ) -> Answer: ...
 
 
 async def astream_answer(collection: AsyncAnswerer, question: str, *,

@@ -172,15 +172,16 @@ def ask_command(
             col = client.collection(collection)
             filters = cli_filters(col, corpus, cutoff, filter_, snapshot, entity)
             judge = chat
+            how = dict(token_budget=token_budget, threshold=threshold, persona=persona,
+                       self_check={"grade": grade, "corrective": corrective,
+                                   "sufficiency": sufficiency, "budget_s": budget},
+                       entity_facts=entity_facts, neighbours=neighbours)
             options: dict[str, Any] = dict(
                 top_k=top_k, mode=parse_mode(mode), filters=filters, generator=gen,
-                token_budget=token_budget, threshold=threshold, persona=persona,
                 stages=stage_overrides(route, decompose, hyde, rerank, rerank_depth, boost,
                                  route_llm, entity_boost),
-                self_check={"grade": grade, "corrective": corrective,
-                            "sufficiency": sufficiency, "budget_s": budget},
-                judge=judge, snapshot_id=snapshot, entity_facts=entity_facts,
-                neighbours=neighbours)
+                judge=judge, snapshot_id=snapshot,
+                options={k: v for k, v in how.items() if v is not None})
             if stream:
                 from pgcite import stream_answer
                 from pgcite.cli._stream import print_stream

@@ -140,7 +140,7 @@ def demo_command(
 
         answers = []  # grounded answers: extractive (no model server), every citation checked
         for question, cutoff in SAMPLE_QUESTIONS:
-            answer = col.answer(question, cutoff=cutoff)
+            answer = col.answer(question, filters={"cutoff": cutoff})
             answers.append(answer.model_dump(mode="json"))
             if not json_out:
                 note = f"  (only entries up to {cutoff})" if cutoff else ""

@@ -202,7 +202,8 @@ def _answers(collection: str, gold: GoldenSet, out: Path | None, json_out: bool)
         col = client.collection(collection)
         view = col.view(embedder=False)  # the passages and every answer: one snapshot
         records = answer_golden(
-            lambda q: col.answer(q.text, cutoff=q.cutoff, snapshot_id=view.snapshot.snapshot_id),
+            lambda q: col.answer(q.text, filters={"cutoff": q.cutoff},
+                                 snapshot_id=view.snapshot.snapshot_id),
             collection_passages(view), gold)
     kinds = summarize_by_kind(records)
     summary = {"golden": gold.name, "kinds": kinds}

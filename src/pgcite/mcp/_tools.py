@@ -147,9 +147,9 @@ def answer(access: Access, collection: str, question: str, *, top_k: int, filter
            generator: Generator | None, threshold: float | None = None,
            entity_facts: bool = True, neighbours: int | None = None) -> AnswerOut:
     col = access.collection(collection)
+    how = dict(threshold=threshold, entity_facts=entity_facts, neighbours=neighbours)
     result: Answer = col.answer(question, top_k=top_k, filters=filters, generator=generator,
-                                threshold=threshold, entity_facts=entity_facts,
-                                neighbours=neighbours)
+                                options={k: v for k, v in how.items() if v is not None})
     return answer_out(result)
 
 

@@ -206,8 +206,8 @@ async def answer_route(body: QuestionBody, visit: Visit, state: State) -> Any:
     """The exhibit's answer, in the persona's voice, under its cutoff and corpora, from the
     active snapshot (``snapshotId``: what its citation links name)."""
     options: dict[str, Any] = dict(
-        top_k=5, generator=state.generator, threshold=state.config.threshold,
-        **visit.exhibit.answer_options())
+        top_k=5, generator=state.generator, filters=visit.exhibit.filters(),
+        options=visit.exhibit.answer_options(threshold=state.config.threshold))
     reader = await state.areader(visit.info, visit.grant)
     if body.stream:
         return await sse_answer(reader, body.question, options,

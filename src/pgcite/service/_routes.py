@@ -126,12 +126,13 @@ async def answer(body: AnswerBody, access: Reader, state: State) -> Any:
     self-checks (grade, corrective, sufficiency) leave their steps in ``trace``."""
     generator = None if body.generator == "extractive" else state.generator  # None: default
     threshold = body.threshold if body.threshold is not None else state.config.threshold
+    how = dict(token_budget=body.token_budget, threshold=threshold,
+               self_check=body.self_check.model_dump() if body.self_check else None,
+               entity_facts=body.entity_facts, neighbours=body.neighbours)
     options: dict[str, Any] = dict(
-        top_k=body.top_k, mode=body.mode, filters=body.to_filters(),
-        generator=generator, token_budget=body.token_budget, threshold=threshold,
-        stages=body.stage_overrides(),
-        self_check=body.self_check.model_dump() if body.self_check else None,
-        entity_facts=body.entity_facts, neighbours=body.neighbours, snapshot_id=body.snapshot)
+        top_k=body.top_k, mode=body.mode, filters=body.to_filters(), generator=generator,
+        stages=body.stage_overrides(), snapshot_id=body.snapshot,
+        options={k: v for k, v in how.items() if v is not None})
     if state.replicated and not body.stream:  # the sync path routes reads to replicas
         result = await run_in_threadpool(
             lambda: state.reader(access.info, access.grant).answer(body.question, **options))

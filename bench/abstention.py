@@ -594,7 +594,7 @@ def probes(c: pgcite.Client) -> list[dict[str, Any]]:
     """The probe questions answered as the product answers them: defaults, no fitted model."""
     out = []
     for name, question, cutoff, expected in PROBES:
-        answer = c.collection(name).answer(question, cutoff=cutoff)
+        answer = c.collection(name).answer(question, filters={"cutoff": cutoff})
         out.append({"collection": name, "question": question, "cutoff": cutoff,
                     "should_answer": expected, "answered": not answer.abstained,
                     "why": answer.trace[-1].detail if answer.abstained else

@@ -390,10 +390,10 @@ def unseen(c: pgcite.Client, command: str, only: Sequence[str] | None = None
             records = []
             for query in queries:
                 started = time.perf_counter()
-                answer = col.answer(query.text, cutoff=query.cutoff,
+                answer = col.answer(query.text, filters={"cutoff": query.cutoff},
+                                    options={"neighbours": neighbours},
                                     snapshot_id=view.snapshot.snapshot_id, stages=stages or None,
-                                    wrap_generator=with_options(changes) if changes else None,
-                                    neighbours=neighbours)
+                                    wrap_generator=with_options(changes) if changes else None)
                 records.append(score_answer(
                     query, answer=answer.answer, abstained=answer.abstained,
                     cited=answer.citations, passages=passages,

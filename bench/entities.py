@@ -251,7 +251,8 @@ def whowhere_answers(col: pgcite.Collection) -> dict[str, Any]:
         for name, facts in ANSWERS.items():
             started = time.perf_counter()
             with facts_rules(name):
-                answer = col.answer(q["question"], cutoff=q["cutoff"], entity_facts=facts)
+                answer = col.answer(q["question"], filters={"cutoff": q["cutoff"]},
+                                    options={"entity_facts": facts})
             took = (time.perf_counter() - started) * 1000
             bodies = _dates(col, {s.id for s in answer.sources})
             stated: dict[str, list[str]] = {}
@@ -297,7 +298,7 @@ def xquad_answers(c: pgcite.Client) -> dict[str, Any]:
         for q in queries:
             started = time.perf_counter()
             with facts_rules(name):
-                answer = col.answer(q.text, entity_facts=facts)
+                answer = col.answer(q.text, options={"entity_facts": facts})
             stated += bool(answer.entities)
             records.append(score_answer(
                 q, answer=answer.answer, abstained=answer.abstained, cited=answer.citations,

@@ -202,8 +202,8 @@ def answer_one(col: pgcite.Collection, judge: CountingChat, query: GoldenQuery, 
     started = time.perf_counter()
     error = None
     try:
-        answer = col.answer(query.text, top_k=TOP_K, cutoff=query.cutoff, self_check=checks,
-                            stages=stages, judge=judge)
+        answer = col.answer(query.text, top_k=TOP_K, filters={"cutoff": query.cutoff},
+                            options={"self_check": checks}, stages=stages, judge=judge)
     except Exception as exc:  # a crash is a finding: record it and go on
         answer, error = None, f"{type(exc).__name__}: {exc}"
     wall_ms = (time.perf_counter() - started) * 1000

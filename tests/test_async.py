@@ -150,3 +150,15 @@ def test_async_errors_are_the_sync_errors(client: pgcite.Client,
                                           filters={"metadata": [{"key": "nope", "value": 1}]}):
                 pass
     _run(client, body)
+
+
+def test_the_async_ingest_takes_the_sync_ingests_keywords() -> None:
+    """One list of ingest keywords (IngestKeywords) types the async ingest: it must be the sync
+    signature's, so that a keyword added to one is typed on the other."""
+    import inspect
+
+    from pgcite._client import IngestKeywords
+
+    params = inspect.signature(pgcite.Collection.ingest).parameters.values()
+    keywords = {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(IngestKeywords.__annotations__) == keywords

@@ -42,6 +42,7 @@ from pgcite._client import (
     Client,
     Collection,
     DeprecatedAnswerKeywords,
+    IngestKeywords,
     answer_arguments,
     connect,
     search_arguments,
@@ -288,7 +289,8 @@ class AsyncCollection:
             question, filters=merged, options=resolved, generator=generator, judge=judge,
             external=external, wrap_generator=wrap_generator, wrap_search=first_then))
 
-    async def ingest(self, paths: Sequence[str | Path], **options: Any) -> IngestReport:
+    async def ingest(self, paths: Sequence[str | Path],
+                     **options: Unpack[IngestKeywords]) -> IngestReport:
         """As :meth:`Collection.ingest`, in the executor (see the module doc for why)."""
         return await self.client.offload(lambda: self.sync.ingest(paths, **options))
 

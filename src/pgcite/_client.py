@@ -880,6 +880,25 @@ def search_arguments(
     return merged_filters, merged_options
 
 
+class IngestKeywords(TypedDict, total=False):
+    """The keywords of :meth:`Collection.ingest`, for the APIs that pass them on (the async
+    :meth:`AsyncCollection.ingest`): one list, checked against the sync signature by
+    tests/test_async.py, so a new keyword cannot be typed on one side only."""
+
+    mapping: FieldMapping | None
+    overrides: Overrides | None
+    catalogue: str | Path | None
+    dates_from_names: bool
+    dates_from_timestamps: bool
+    corpus_version: str | None
+    replace: bool
+    activate: bool
+    progress: bool
+    aliases: str | Path | None
+    stage: bool
+    time_budget_s: float | None
+
+
 class DeprecatedAnswerKeywords(TypedDict, total=False):
     """The keywords :meth:`Collection.answer` took before ``filters`` and ``options`` carried
     them. Each still works, with a DeprecationWarning saying where it goes now."""

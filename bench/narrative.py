@@ -368,6 +368,27 @@ def run(c: pgcite.Client, dataset: Dataset, variants: Sequence[str]) -> dict[str
     return out
 
 
+STAMP = ("command", "commit", "date", "machine")
+
+
+def merge_runs(previous: dict[str, Any], ran: dict[str, Any]) -> dict[str, Any]:
+    """The summary's datasets after this run: datasets and variants not run this time keep
+    their last figures, in their place, each kept variant with the stamp of the run that
+    measured it (``run``), so that re-running two variants loses none of the others'."""
+    out = dict(previous)
+    for name, data in ran.items():
+        old = previous.get(name)
+        if old is not None:
+            stamp = {k: old[k] for k in STAMP if k in old}
+            variants = {v: data["variants"].get(v, row) for v, row in old["variants"].items()}
+            for v, row in variants.items():
+                if v not in data["variants"]:
+                    row.setdefault("run", stamp)
+            data["variants"] = {**variants, **data["variants"]}
+        out[name] = data
+    return out
+
+
 def report(summary: dict[str, Any]) -> str:
     lines = ["# Narrative questions: retrieval variants side by side", "",
              "nDCG@10 by document; answers: the default extractive answerer over each "
@@ -384,6 +405,11 @@ def report(summary: dict[str, Any]) -> str:
             lines.append(f"| {variant} | {row['collection']} | {cell(row['ndcg@10'])} | "
                          + " | ".join(cell(row["ndcg@10_by_kind"].get(k)) for k in kinds)
                          + " |")
+        earlier = defaultdict(list)  # variants kept from an earlier run, by that run's stamp
+        for variant, row in data["variants"].items():
+            if "run" in row:
+                earlier[stamp_line(row["run"])].append(variant)
+        lines += [f"\nFrom an earlier run: {', '.join(v)}, {line}" for line, v in earlier.items()]
         answered = {v: r["answers"] for v, r in data["variants"].items() if "answers" in r}
         if answered:
             akinds = [k for k in next(iter(answered.values())) if k != "absent"]
@@ -422,10 +448,9 @@ def main() -> None:
     for data in ran.values():
         data.pop("metadata")
         data.update(run_stamp(command))
-    # datasets not run this time keep their last figures (each says its command and commit)
     previous = args.out / "summary.json"
     summary = json.loads(previous.read_text()) if previous.exists() else {"datasets": {}}
-    summary["datasets"].update(ran)
+    summary["datasets"] = merge_runs(summary["datasets"], ran)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     (args.out / "report.md").write_text(report(summary) + "\n")

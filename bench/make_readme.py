@@ -1,6 +1,7 @@
 """Regenerate the results tables in bench/README.md from the committed bench/results/*/summary.json
 (a run of each benchmark rewrites its summary; see "How each table is made" in bench/README.md),
-and its suites table from bench/run.py's SUITES.
+its suites table from bench/run.py's SUITES, and the figures the project README quotes
+(:data:`FIGURES`).
 
     python bench/make_readme.py
 """
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results"
 README = ROOT / "README.md"
+PROJECT_README = ROOT.parent / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 SUITES_START, SUITES_END = "<!-- suites:start -->", "<!-- suites:end -->"
 RETRIEVAL = ["scifact", "pepys", "xquad-en", "xquad-ar", "xquad-ar-en", "peers"]
@@ -185,6 +188,81 @@ def suites() -> str:
     return "\n".join(lines)
 
 
+def _cli_wall(code: str, state: str, command: str) -> Callable[[dict[str, Any]], float]:
+    def read(d: dict[str, Any]) -> float:
+        return float(next(r["wall_median_s"] for r in d["rows"] if (r["code"], r["state"],
+                          r["command"]) == (code, state, command)))
+    return read
+
+
+def _ndcg(config: str) -> Callable[[dict[str, Any]], float]:
+    return lambda d: float(d["configurations"][config]["overall"]["ndcg@10"])
+
+
+def _loco(collection: str, rate: str) -> Callable[[dict[str, Any]], float]:
+    """A rate of the shipped model, leave-one-collection-out (bench/abstention.py)."""
+    return lambda d: float(d["leave-one-collection-out"][SHIPPED][collection][rate])
+
+
+DEFAULT = "hybrid (default: convex + router)"
+SHIPPED = "lexical: coverage, best_coverage, agreement, unknown_names, terms (shipped)"
+DIARY, FEB1663 = "Pepys, full diary", "Pepys, 26 entries (Feb 1663)"
+# The figures README.md quotes, each written there as <!-- fig:NAME -->VALUE<!-- /fig -->:
+# NAME -> (results folder, what to read from its summary.json, how to write it). `main` rewrites
+# them; tests/test_bench_summaries.py checks the committed README says what the summaries say,
+# the commit each was measured at included ("*-commit").
+FIGURES: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]] = {
+    "scifact-keyword": ("scifact", _ndcg("keyword"), "{:.3f}"),
+    "scifact-bm25s": ("scifact", _ndcg("bm25s (reference)"), "{:.3f}"),
+    "scifact-vector": ("scifact", _ndcg("vector"), "{:.3f}"),
+    "scifact-hybrid": ("scifact", _ndcg(DEFAULT), "{:.3f}"),
+    "scifact-recall100": ("scifact", lambda d: d["configurations"][DEFAULT]["overall"]
+                          ["recall@100"], "{:.3f}"),
+    "scifact-commit": ("scifact", lambda d: d["metadata"]["git_commit"][:7], "{}"),
+    "pepys-default": ("pepys", _ndcg(DEFAULT), "{:.3f}"),
+    "pepys-keyword": ("pepys", _ndcg("keyword"), "{:.3f}"),
+    "pepys-vector": ("pepys", _ndcg("vector"), "{:.3f}"),
+    "pepys-violations": ("pepys", lambda d: d["configurations"][DEFAULT]["safety"]["total"]
+                         ["cutoff_violations"], "{}"),
+    "pepys-commit": ("pepys", lambda d: d["metadata"]["git_commit"][:7], "{}"),
+    "xquad-ar-hybrid": ("xquad-ar", _ndcg(DEFAULT), "{:.3f}"),
+    "xquad-ar-commit": ("xquad-ar", lambda d: d["metadata"]["git_commit"][:7], "{}"),
+    "cli-help-base": ("cli", _cli_wall("base", "any", "help"), "{:.2f}"),
+    "cli-help": ("cli", _cli_wall("head", "any", "help"), "{:.2f}"),
+    "cli-warm-base": ("cli", _cli_wall("base", "warm (held)", "search"), "{:.2f}"),
+    "cli-warm": ("cli", _cli_wall("head", "warm (held)", "search"), "{:.2f}"),
+    "cli-cold-base": ("cli", _cli_wall("base", "cold", "search"), "{:.2f}"),
+    "cli-cold": ("cli", _cli_wall("head", "cold", "search"), "{:.2f}"),
+    "cli-commit": ("cli", lambda d: d["metadata"]["commit"][:7], "{}"),
+    "abstain-diary-answered": ("abstention", _loco(DIARY, "answer_rate"), "{:.2f}"),
+    "abstain-diary-abstained": ("abstention", _loco(DIARY, "abstain_rate"), "{:.2f}"),
+    "abstain-26-answered": ("abstention", _loco(FEB1663, "answer_rate"), "{:.2f}"),
+    "abstain-26-abstained": ("abstention", _loco(FEB1663, "abstain_rate"), "{:.2f}"),
+    "abstain-diary-today": ("abstention", lambda d: d["today"][DIARY]["abstain_rate"], "{:.2f}"),
+    "abstain-26-today": ("abstention", lambda d: d["today"][FEB1663]["abstain_rate"], "{:.2f}"),
+    "abstain-xquad-answered": ("abstention", lambda d: d["xquad_full"][
+        "XQuAD en, whole (answerable only)"]["answered, shipped model"], "{:.2f}"),
+    "abstain-commit": ("abstention", lambda d: d["metadata"]["git_commit"][:7], "{}"),
+}
+_FIGURE = re.compile(r"<!-- fig:([a-z0-9-]+) -->(.*?)<!-- /fig -->")
+
+
+def figure(name: str) -> str:
+    """One README figure, as written, from its summary."""
+    folder, read, style = FIGURES[name]
+    return style.format(read(json.loads((RESULTS / folder / "summary.json").read_text())))
+
+
+def readme_figures(text: str) -> str:
+    """``text`` (README.md) with every marked figure rewritten from its summary; a marker
+    naming no figure is an error, not left as it was."""
+    def one(match: re.Match[str]) -> str:
+        if match.group(1) not in FIGURES:
+            raise SystemExit(f"README.md marks an unknown figure {match.group(1)!r}")
+        return f"<!-- fig:{match.group(1)} -->{figure(match.group(1))}<!-- /fig -->"
+    return _FIGURE.sub(one, text)
+
+
 def _replace(text: str, start: str, end: str, body: str) -> str:
     block = f"{start}\n{body}\n{end}"
     return re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
@@ -193,7 +271,8 @@ def _replace(text: str, start: str, end: str, body: str) -> str:
 def main() -> None:
     text = _replace(README.read_text(), START, END, tables())
     README.write_text(_replace(text, SUITES_START, SUITES_END, suites()))
-    print(f"updated {README}")
+    PROJECT_README.write_text(readme_figures(PROJECT_README.read_text()))
+    print(f"updated {README} and {PROJECT_README}")
 
 
 if __name__ == "__main__":

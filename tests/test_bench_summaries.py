@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +69,19 @@ def test_no_per_query_detail_is_tracked() -> None:
     heavy = [p for p in tracked if p.endswith(("results.json", "report.html", "stage_events.json"))
              or "/runs/" in p]
     assert not heavy
+
+
+def test_the_readmes_figures_are_their_summaries() -> None:
+    """Every figure README.md quotes is marked and written from its benchmark's summary
+    (bench/make_readme.py FIGURES): rewriting them changes nothing, and none is left unmarked
+    in the section that quotes them."""
+    code = ("import sys; sys.path.insert(0, 'bench'); import make_readme; "
+            "print(make_readme.readme_figures(open('README.md').read()), end='')")
+    readme = (ROOT / "README.md").read_text()
+    written = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, check=True, timeout=120).stdout
+    assert written == readme
+    measured = readme[readme.index("## Measured"):readme.index("## How it is built")]
+    bare = re.sub(r"<!-- fig:[a-z0-9-]+ -->.*?<!-- /fig -->", "", measured)
+    assert not re.findall(r"\b0\.\d{2,3}\b", bare), "a figure README quotes without its marker"
+    assert measured.count("<!-- fig:") >= 20

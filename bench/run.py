@@ -70,18 +70,20 @@ SUITES: dict[str, Suite] = {
         "narrative ~10 min (its variants' seconds in its summary); entities --full ~1 h; "
         "selfcheck 44 min with SmolLM2; the rest not recorded"),
     "latency": Suite(
-        "what a user waits for: the CLI as whole processes, snippets, embedding backends, "
-        "ingest speed, HTTP load, parallel ingest",
+        "what a user waits for: the CLI as whole processes, search at depth (beside a "
+        "one-statement SQL hybrid and an in-memory reference; snippets on/off; 16 clients), "
+        "embedding backends, ingest speed, HTTP load, parallel ingest",
         (Step("cli.py", ("--breakdown",),
               ("--rounds", "1", "--base", "none", "--out", f"bench/{SMOKE}/cli")),
-         Step("snippets.py"),
+         Step("search_latency.py", (), ("--queries", "30", "--explain", "5", "--clients", "4",
+                                         "--name", f"../{SMOKE}/search_latency")),
          Step("embedding.py", ("--docs", "100", "--rounds", "2", "--skip", "latency",
                                "--scifact-full", "--out", "embedding/backends")),
          Step("ingest.py"),
          Step("load_http.py"),
          Step("parallel_ingest.py", ("--docs", "200", "--workers", "1", "2", "--plain", "1", "2",
                                      "--repeats", "2"))),
-        "cli, snippets, embedding/backends, ingest, http_load, parallel_ingest",
+        "cli, search_latency, embedding/backends, ingest, http_load, parallel_ingest",
         "cli ~2 min; ingest ~7 min on 2 quiet cores, 25+ on busy ones; load_http 20 s a "
         "backend after its ingest; the rest not recorded"),
     "scale": Suite(

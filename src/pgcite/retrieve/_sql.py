@@ -168,20 +168,39 @@ def build_search_sql(
     limit: int | None,
     term_depth: int | None = None,
     snapshot_id: int | None = None,
+    snippet: sql.Composable | None = None,
 ) -> sql.Composed:
     """The statement for one search of the snapshot ``snapshot_id`` (None: a placeholder
     %(snapshot_id)s); values are left as named placeholders.
+
+    ``snippet``: an expression over the fused row ``f`` (pgcite.retrieve._snippets.snippet_column)
+    returned as ``snippet_marked``, computed only for the ``limit`` rows returned (so only
+    with a ``limit``).
 
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
     ``term_depth`` counts only each term's N best postings per segment (None: exact BM25), and
     only in an unfiltered leg (a filtered one is always exact)."""
+    fused = fuse(schema, fusion, limit)
+    if snippet is not None:
+        if limit is None:
+            raise ValueError("a snippet column needs a limit: it is for the rows returned")
+        fused = with_snippet(fused, snippet)
     return sql.SQL("WITH {ctes}\n{fuse}").format(
         ctes=with_ctes(search_ctes(
             schema=schema, ts_config=ts_config, model_key=model_key, dim=dim, halfvec=halfvec,
             mode=mode, filters=filters, constraint=constraint, filtered=filtered, fetch=fetch,
             term_depth=term_depth, snapshot_id=snapshot_id)),
-        fuse=fuse(schema, fusion, limit))
+        fuse=fused)
+
+
+def with_snippet(fused: sql.Composable, snippet: sql.Composable) -> sql.Composed:
+    """The fused rows (after their LIMIT) with the ``snippet`` column, in the same order."""
+    return sql.SQL(
+        "SELECT f.*, {snippet} AS snippet_marked\n"
+        "FROM (\n{fused}\n) f\n"
+        "ORDER BY f.fused DESC, coalesce(f.vec_rank, 1e9), coalesce(f.kw_rank, 1e9), f.chunk_pk"
+    ).format(snippet=snippet, fused=fused)
 
 
 def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: int,

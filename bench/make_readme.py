@@ -116,7 +116,28 @@ def tables() -> str:
         lines += scale_rows(json.loads(scale.read_text()))
     lines += embedding_rows(RESULTS / "embedding")
     lines += ingest_rows(RESULTS / "ingest" / "summary.json")
+    lines += search_latency_rows(RESULTS / "search_latency" / "summary.json")
     return "\n".join(lines)
+
+
+def search_latency_rows(path: Path) -> list[str]:
+    """bench/search_latency.py: every variant of one interleaved run, and issue 38's targets."""
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    lines = ["", f"### Search latency on SciFact ({data['queries']} claims, one interleaved run; "
+             f"{data['machine']}, load average {data['load_average_at_start']} at the start, "
+             f"{data['load_average_at_end']} at the end; {data['commit']})", "",
+             "| variant | p50 wall ms | p95 wall ms | p50 database ms |", "|---|---|---|---|"]
+    lines += [f"| {name} | {r['wall_p50_ms']} | {r['wall_p95_ms']} | "
+              f"{r.get('database_p50_ms', '–')} |" for name, r in data["sequential"].items()]
+    c = data["concurrent"]
+    lines += [f"| pgcite hybrid@10, {c['clients']} concurrent clients | {c['wall_p50_ms']} | "
+              f"{c['wall_p95_ms']} | – |", "", "| target (issue 38) | measured | met |",
+              "|---|---|---|"]
+    lines += [f"| {name} ≤ {t['target']} | {t['measured']} | {'yes' if t['met'] else 'no'} |"
+              for name, t in data["targets"].items()]
+    return lines
 
 
 def ingest_rows(path: Path) -> list[str]:

@@ -54,8 +54,8 @@ def _rendered() -> dict[str, sql.Composable]:
     for fusion in ("convex", "rrf"):
         parts[f"statement/fuse.{fusion}"] = _sql.fuse(SCHEMA, fusion, 10)  # type: ignore[arg-type]
     # a plain search marks its hits' snippets in the statement, after the LIMIT
-    parts["statement/fuse.convex.snippet"] = _sql.with_snippet(
-        _sql.fuse(SCHEMA, "convex", 10), snippet_column("english", sql.SQL("f.body")))
+    parts["statement/fuse.convex.snippet"] = _sql.fuse(
+        SCHEMA, "convex", 10, snippet=snippet_column("english", sql.SQL("c.body")))
     parts["writer/segment"] = segment_sql(SCHEMA)
     return parts
 

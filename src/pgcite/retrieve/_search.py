@@ -174,7 +174,7 @@ def prepare_search(
     limit = options.top_k if options.ordering == "score" and not explain else None
     snippet = None
     if snippets is not None and limit is not None and options.top_k <= snippets.top_k:
-        snippet = snippet_column(info.ts_config, sql.SQL("f.body"))
+        snippet = snippet_column(info.ts_config, sql.SQL("c.body"))
         params.update(snippet_params(snippets.query))
     statement = build_search_sql(
         schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,

@@ -6,9 +6,7 @@ reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in 
 so that a shared machine's noise falls on every variant alike. Query vectors are precomputed:
 embedding is not measured. Then pgcite hybrid top-10 under 16 concurrent clients (threads on one
 Client), and where the top-100 statement's database time goes (EXPLAIN ANALYZE with its real
-parameters: planning, each named part, the vector leg). The "snippet statement apart" rows are
-the searches as they marked snippets before 344f416 (a second statement on a second pooled
-connection), beside the same searches marking them in their own statement.
+parameters: planning, each named part, the vector leg).
 
 Needs an ingested ``scifact`` collection (bench/scifact.py); never ingests. It also replaces the
 former bench/snippets.py: the "no snippets" rows are the same searches with ``snippets=False``.
@@ -49,7 +47,6 @@ from pgcite.evaluate import GoldenQuery, load_golden
 from pgcite.evaluate._collection import embed_queries
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._search import SEARCH_SETTINGS, SearchOptions, prepare_search
-from pgcite.retrieve._snippets import with_snippets
 
 RRF_K = 60
 # Targets of issue 38 (ratios to the one-statement SQL hybrid at top-100, to the in-memory
@@ -104,22 +101,6 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
                 snippets.setdefault(name, []).append(result.timings_ms.get("snippets", 0.0))
         return run
 
-    def separate_call(name: str, top_k: int, mode: pgcite.Mode) -> Callable[[GoldenQuery], None]:
-        """Snippets as every search marked them before 344f416: the search without, then the
-        snippet statement over its hits on a second pooled connection."""
-        def run(q: GoldenQuery) -> None:
-            started = time.perf_counter()
-            result = col.search(q.text, top_k=top_k, mode=mode, snippets=False,
-                                query_vector=vectors[q.id] if mode != "keyword" else None)
-            marked = time.perf_counter()
-            with col.client.connection() as conn:
-                with_snippets(conn, col.info.ts_config, q.text, result.hits)
-            done = time.perf_counter()
-            wall.setdefault(name, []).append((done - started) * 1000)
-            database.setdefault(name, []).append(result.timings_ms["database"])
-            snippets.setdefault(name, []).append((done - marked) * 1000)
-        return run
-
     def plain_call(name: str, top_k: int) -> Callable[[GoldenQuery], None]:
         def run(q: GoldenQuery) -> None:
             started = time.perf_counter()
@@ -141,9 +122,6 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
         pgcite_call("pgcite hybrid@10, no snippets", 10, "hybrid", with_snippets=False),
         pgcite_call("pgcite hybrid@100, no snippets", 100, "hybrid", with_snippets=False),
         pgcite_call("pgcite keyword@100, no snippets", 100, "keyword", with_snippets=False),
-        separate_call("pgcite hybrid@10, snippet statement apart", 10, "hybrid"),
-        separate_call("pgcite hybrid@100, snippet statement apart", 100, "hybrid"),
-        separate_call("pgcite keyword@100, snippet statement apart", 100, "keyword"),
         plain_call("sql hybrid@10", 10),
         plain_call("sql hybrid@100", 100),
         memory_call,

@@ -330,24 +330,3 @@ def test_row_counts_must_be_whole_numbers(bad: dict[str, object]) -> None:
 
     with pytest.raises(pgcite.ConfigError, match="whole number"):
         SearchOptions(**bad)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_snippets_the_search_statement_marks_are_the_snippet_statements(
-        diary: pgcite.Collection, mode: str) -> None:
-    # A plain search marks its hits' snippets in its own statement (no second statement):
-    # exactly what the snippet statement gives for the same hits.
-    from pgcite.retrieve._snippets import with_snippets
-
-    query = "the fire in the city"
-    result = diary.search(query, top_k=8, mode=mode, stages={"route": False})
-    assert result.hits and "snippets" not in result.timings_ms
-    bare = [h.model_copy(update={"snippet": None, "highlights": []}) for h in result.hits]
-    with diary.client.connection() as conn:
-        want = with_snippets(conn, diary.info.ts_config, query, bare)
-    assert [(h.snippet, h.highlights) for h in result.hits] == [
-        (h.snippet, h.highlights) for h in want]
-    assert any(h.highlights for h in result.hits)
-    # tier ordering reads the candidates below top_k: the snippet statement marks its hits
-    tiered = diary.search(query, top_k=8, mode=mode, options={"ordering": "corpus"})
-    assert "snippets" in tiered.timings_ms and all(h.snippet for h in tiered.hits)

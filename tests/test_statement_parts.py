@@ -21,7 +21,6 @@ from psycopg import sql
 from pgcite.index import K1, B, KeywordLeg, densify, idf_value, weight_value
 from pgcite.index._writer import finish_snapshot, segment_sql
 from pgcite.retrieve import _sql
-from pgcite.retrieve._snippets import snippet_column
 
 PARTS = Path(__file__).parent / "golden" / "parts"
 SCHEMA = sql.Identifier("pgc_diary")
@@ -53,9 +52,6 @@ def _rendered() -> dict[str, sql.Composable]:
             parts[f"statement/{cte.name}{'.halfvec' if halfvec else ''}"] = cte.render()
     for fusion in ("convex", "rrf"):
         parts[f"statement/fuse.{fusion}"] = _sql.fuse(SCHEMA, fusion, 10)  # type: ignore[arg-type]
-    # a plain search marks its hits' snippets in the statement, after the LIMIT
-    parts["statement/fuse.convex.snippet"] = _sql.fuse(
-        SCHEMA, "convex", 10, snippet=snippet_column("english", sql.SQL("c.body")))
     parts["writer/segment"] = segment_sql(SCHEMA)
     return parts
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import datetime as dt
 import functools
 import sys
@@ -54,7 +53,7 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import SearchOptions, check_query
-from pgcite.retrieve._snippets import SnippetRequest, lacking, with_snippets
+from pgcite.retrieve._snippets import with_snippets
 from pgcite.retrieve._undated import undated_excluded
 from pgcite.retrieve._view import ConnectionFactory, SearchView
 from pgcite.store._active import ActivePointerCache
@@ -691,8 +690,6 @@ class Collection:
         """
         merged_filters, merged_options = search_arguments(top_k, mode, filters, options)
         view = self.view(snapshot_id, embedder=merged_options.mode != "keyword")
-        if snippets:  # marked by the search statement where it returns the hits themselves
-            view = dataclasses.replace(view, snippets=SnippetRequest(query, merged_options.top_k))
         result = view.search(query, filters=merged_filters, options=merged_options,
                              stages=stages, query_vector=query_vector, explain=explain)
         return self._finish(result, merged_filters, snippets)
@@ -701,7 +698,7 @@ class Collection:
                 snippets: bool) -> SearchResult:
         """``result`` with its snippets and undated count, both read on ONE connection of this
         collection's (in the service: role-scoped) kind, and none when neither is wanted."""
-        if (not snippets or not lacking(result.hits)) and filters.cutoff is None:
+        if not snippets and filters.cutoff is None:
             return result
         with self._connection() as conn:
             if snippets:

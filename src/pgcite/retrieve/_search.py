@@ -20,7 +20,6 @@ from pgcite.retrieve._answerability import names_text, signals_from_row
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._snippets import SnippetRequest, snippet_column, snippet_params, unmark
 from pgcite.retrieve._sql import build_search_sql
 from pgcite.store._collections import CollectionInfo, CollectionSettings
 from pgcite.store._snapshots import SnapshotInfo
@@ -117,10 +116,6 @@ def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
         score = row["kw_score"]
     elif mode == "vector":
         score = 1.0 - row["distance"]
-    snippet: str | None = None
-    highlights: list[tuple[int, int]] = []
-    if row.get("snippet_marked") is not None:  # marked by the statement (prepare_search)
-        snippet, highlights = unmark(row["snippet_marked"])
     return Hit(
         id=row["id"], document_id=row["document_id"], citation=row["citation"],
         author=row["author"], corpus=row["corpus"], date_start=row["date_start"],
@@ -129,7 +124,6 @@ def _hit(row: dict[str, Any], rank: int, mode: str) -> Hit:
         score=float(score), rank=rank,
         keyword_rank=row["kw_rank"], keyword_score=row["kw_score"],
         vector_rank=row["vec_rank"], vector_distance=row["distance"],
-        snippet=snippet, highlights=highlights,
     )
 
 
@@ -149,12 +143,8 @@ def prepare_search(
     options: SearchOptions,
     query_vector: np.ndarray | None,
     explain: bool = False,
-    snippets: SnippetRequest | None = None,
 ) -> tuple[sql.Composed, dict[str, Any]]:
-    """The statement and its bound parameters for one search (also used to EXPLAIN it).
-    ``snippets``: the statement marks the snippets of the rows it returns when it returns
-    the hits themselves (a limit, no deeper than the caller's top_k); otherwise they are left
-    to the caller's snippet statement."""
+    """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
     options = options.resolved(info.settings)
     weights = options.weights or (1.0, 1.0)  # resolved: never None
     compiled = compile_filters(filters, snapshot.metadata_fields or {}, info.schema_id)
@@ -170,19 +160,14 @@ def prepare_search(
         if query_vector is None:
             raise PgciteError("a vector search needs a query vector")
         params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
-    # explain and tier ordering need the candidates below top_k; plain searches do not
-    limit = options.top_k if options.ordering == "score" and not explain else None
-    snippet = None
-    if snippets is not None and limit is not None and options.top_k <= snippets.top_k:
-        snippet = snippet_column(info.ts_config, sql.SQL("c.body"))
-        params.update(snippet_params(snippets.query))
     statement = build_search_sql(
         schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
         filters=compiled.sql(), constraint=parsed.constraint is not None,
         filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION, fetch=options.fetch,
-        limit=limit, term_depth=options.term_depth, snapshot_id=snapshot.snapshot_id,
-        snippet=snippet,
+        # explain and tier ordering need the candidates below top_k; plain searches do not
+        limit=options.top_k if options.ordering == "score" and not explain else None,
+        term_depth=options.term_depth, snapshot_id=snapshot.snapshot_id,
     )
     return statement, params
 
@@ -244,14 +229,11 @@ def run_embedded(
     options: SearchOptions,
     embedded: EmbeddedQuery,
     explain: bool = False,
-    snippets: SnippetRequest | None = None,
 ) -> SearchResult:
-    """:func:`run_search` of a query embedded already (:func:`embed_search_query`);
-    ``snippets``: see :func:`prepare_search`."""
+    """:func:`run_search` of a query embedded already (:func:`embed_search_query`)."""
     query_vector, started, timings = embedded.vector, embedded.started, dict(embedded.timings)
     statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
-                                       query_vector=query_vector, explain=explain,
-                                       snippets=snippets)
+                                       query_vector=query_vector, explain=explain)
     t0 = time.perf_counter()
     # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
     with conn.pipeline(), conn.transaction(), conn.cursor(

@@ -6,18 +6,14 @@ Arabic collection stems as its keyword leg does. The query is an OR of the quest
 (as the keyword leg ranks it), so a passage holding any of them gets a window around them; a
 passage holding none (a vector-only hit) gets its opening words.
 
-It runs on the hits returned (top_k of them, never the candidates): inside the search statement
-itself where the search is one statement whose rows are the hits (:func:`snippet_column`: no
-second statement, no second connection, no bodies sent back; bench/search_latency.py), else in
-one statement of its own over the hits that lack one. ``ts_headline`` parses each hit's whole
-text, so its cost grows with top_k whichever statement runs it. ``highlights`` are
-``[start, end)`` offsets into ``snippet`` in Unicode code points (Python string indices; a JavaScript client counting UTF-16 units must convert outside the BMP).
+It runs once per search, on the hits returned (top_k of them, never the candidates), in one
+statement. ``highlights`` are ``[start, end)`` offsets into ``snippet`` in Unicode code points
+(Python string indices; a JavaScript client counting UTF-16 units must convert outside the BMP).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -42,52 +38,13 @@ ORDER BY t.n
 """)
 
 
-@dataclass(frozen=True)
-class SnippetRequest:
-    """Snippets wanted for the hits of a search of ``query`` (the question as the caller asked
-    it, whatever text a stage searches with) that returns at most ``top_k`` hits: a statement
-    that returns no more rows than that marks them itself."""
-
-    query: str
-    top_k: int
-
-
-def snippet_column(ts_config: str, body: sql.Composable) -> sql.Composed:
-    """``ts_headline`` of ``body`` as one column of another statement: the same marked window
-    the snippet statement gives, for %(snippet_text)s and %(snippet_options)s
-    (:func:`snippet_params`); the query is analysed once (an initplan), not once a row."""
-    return sql.SQL(
-        "ts_headline({cfg}::regconfig, {body}, (\n"
-        "    SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '')\n"
-        "    FROM unnest(to_tsvector({cfg}::regconfig, %(snippet_text)s)))::tsquery,"
-        " %(snippet_options)s)").format(cfg=sql.Literal(ts_config), body=body)
-
-
-def snippet_params(query: str) -> dict[str, str]:
-    """The values :func:`snippet_column` reads."""
-    return {"snippet_text": parse_query(query).ranking_text, "snippet_options": _OPTIONS}
-
-
 def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
                   hits: list[Hit]) -> list[Hit]:
-    """``hits`` with ``snippet`` and ``highlights`` filled in where the search statement did
-    not mark them already (one statement for all of those, none when there are none)."""
-    missing = lacking(hits)
-    if not missing:
+    """``hits`` with ``snippet`` and ``highlights`` filled in (one statement for all)."""
+    if not hits:
         return hits
-    statement, params = snippet_statement(ts_config, query, missing)
-    return merged(hits, apply_snippets(missing, conn.execute(statement, params).fetchall()))
-
-
-def lacking(hits: list[Hit]) -> list[Hit]:
-    """The hits without a snippet yet."""
-    return [h for h in hits if h.snippet is None]
-
-
-def merged(hits: list[Hit], marked: list[Hit]) -> list[Hit]:
-    """``hits`` with those lacking a snippet replaced, in order, by ``marked``."""
-    fill = iter(marked)
-    return [next(fill) if h.snippet is None else h for h in hits]
+    statement, params = snippet_statement(ts_config, query, hits)
+    return apply_snippets(hits, conn.execute(statement, params).fetchall())
 
 
 def snippet_statement(ts_config: str, query: str,

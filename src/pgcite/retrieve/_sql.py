@@ -132,23 +132,18 @@ SIGNAL_COLUMNS: dict[str, sql.Composable] = {
 
 
 def fuse(schema: sql.Identifier, fusion: Fusion, limit: int | None,
-         signals: Mapping[str, sql.Composable] = SIGNAL_COLUMNS,
-         snippet: sql.Composable | None = None) -> sql.Composed:
+         signals: Mapping[str, sql.Composable] = SIGNAL_COLUMNS) -> sql.Composed:
     """The fused rows: each candidate of either leg with both legs' ranks and scores, the
     ``signals`` and its chunk, best first (ties: the vector rank, then the keyword rank).
 
     The candidates are ranked and cut to ``limit`` before their chunk rows are read: only the
-    rows returned are looked up (at top-100 on SciFact ~525 candidates, 100 returned).
-    ``snippet``: an expression over the chunk row ``c`` (pgcite.retrieve._snippets.
-    snippet_column) returned as ``snippet_marked``, so computed for the returned rows only."""
+    rows returned are looked up (at top-100 on SciFact ~525 candidates, 100 returned)."""
     columns = sql.SQL(",\n             ").join(
         sql.SQL("{} AS {}").format(expr, sql.Identifier(name)) for name, expr in signals.items())
-    marked = (sql.SQL(",\n       {} AS snippet_marked").format(snippet) if snippet is not None
-              else sql.SQL(""))
     return sql.SQL(
         "SELECT f.*,\n"
         "       c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,\n"
-        "       c.source, c.locator, c.title, c.body, c.metadata{marked}\n"
+        "       c.source, c.locator, c.title, c.body, c.metadata\n"
         "FROM (SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,\n"
         "             {fusion} AS fused,\n"
         "             k.rank AS kw_rank, k.score AS kw_score, v.rank AS vec_rank, v.distance,\n"
@@ -160,7 +155,7 @@ def fuse(schema: sql.Identifier, fusion: Fusion, limit: int | None,
         "      LIMIT {limit}) f\n"
         "JOIN {s}.chunks c USING (chunk_pk)\n"
         "ORDER BY f.fused DESC, coalesce(f.vec_rank, 1e9), coalesce(f.kw_rank, 1e9), f.chunk_pk"
-    ).format(fusion=FUSION[fusion], signals=columns, s=schema, marked=marked,
+    ).format(fusion=FUSION[fusion], signals=columns, s=schema,
              limit=sql.Literal(row_count("limit", limit)))
 
 
@@ -180,26 +175,20 @@ def build_search_sql(
     limit: int | None,
     term_depth: int | None = None,
     snapshot_id: int | None = None,
-    snippet: sql.Composable | None = None,
 ) -> sql.Composed:
     """The statement for one search of the snapshot ``snapshot_id`` (None: a placeholder
     %(snapshot_id)s); values are left as named placeholders.
-
-    ``snippet``: an expression over the chunk row ``c`` returned as ``snippet_marked`` (see
-    :func:`fuse`; only with a ``limit``: it is for the rows returned).
 
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
     ``term_depth`` counts only each term's N best postings per segment (None: exact BM25), and
     only in an unfiltered leg (a filtered one is always exact)."""
-    if snippet is not None and limit is None:
-        raise ValueError("a snippet column needs a limit: it is for the rows returned")
     return sql.SQL("WITH {ctes}\n{fuse}").format(
         ctes=with_ctes(search_ctes(
             schema=schema, ts_config=ts_config, model_key=model_key, dim=dim, halfvec=halfvec,
             mode=mode, filters=filters, constraint=constraint, filtered=filtered, fetch=fetch,
             term_depth=term_depth, snapshot_id=snapshot_id)),
-        fuse=fuse(schema, fusion, limit, snippet=snippet))
+        fuse=fuse(schema, fusion, limit))
 
 
 def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: int,

@@ -33,7 +33,6 @@ from pgcite.retrieve._pipeline import (
     staged_search,
 )
 from pgcite.retrieve._search import SearchOptions, embed_search_query, run_embedded
-from pgcite.retrieve._snippets import SnippetRequest
 from pgcite.retrieve._when import asked_periods, overlaps
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
@@ -48,14 +47,12 @@ ConnectionFactory = Callable[[], AbstractContextManager[psycopg.Connection]]
 class SearchView:
     """A collection as one request sees it: ``snapshot``, the ``models`` (the snapshot's
     embedder -- None only when no query needs one -- and the stage models), and where
-    connections come from. ``snippets``: the snippets the request wants, which a statement
-    that returns the hits themselves marks as it returns them (pgcite.retrieve._snippets)."""
+    connections come from."""
 
     info: CollectionInfo
     snapshot: SnapshotInfo
     models: StageModels
     connection: ConnectionFactory
-    snippets: SnippetRequest | None = None
 
     @property
     def embedder(self) -> Embedder | None:
@@ -246,8 +243,7 @@ class SearchView:
                                       query_vector)
         with self.connection() as conn:
             return run_embedded(conn, self.info, self.snapshot, query, filters=filters,
-                                options=options, explain=explain, embedded=embedded,
-                                snippets=self.snippets)
+                                options=options, explain=explain, embedded=embedded)
 
     def query_embedder(self, options: SearchOptions,
                        query_vector: np.ndarray | None) -> Embedder | None:

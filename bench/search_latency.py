@@ -18,12 +18,9 @@ former bench/snippets.py: the "no snippets" rows are the same searches with ``sn
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,9 +32,9 @@ from _common import (
     RESULTS,
     bm25s_searcher,
     client,
-    commit_stamp,
     exact_dense_searcher,
     read_jsonl,
+    run_stamp,
 )
 from peers import PlainSQL
 from psycopg import sql
@@ -277,11 +274,8 @@ def main() -> None:
     args = parser.parse_args()
     golden = load_golden(DATA / "scifact", split="train")
     queries = golden.queries[: args.queries]
-    summary: dict[str, Any] = {
-        "commit": commit_stamp(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "command": "python bench/search_latency.py " + " ".join(sys.argv[1:]),
-        "queries": len(queries), "load_average_at_start": round(os.getloadavg()[0], 2)}
+    summary: dict[str, Any] = {**run_stamp(), "queries": len(queries),
+                               "load_average_at_start": round(os.getloadavg()[0], 2)}
     with client() as c:
         col = c.collection("scifact")
         vectors, _ = embed_queries(col.view(), golden.model_copy(update={"queries": queries}))

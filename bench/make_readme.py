@@ -120,15 +120,22 @@ def tables() -> str:
     return "\n".join(lines)
 
 
+def run_heading(title: str, data: dict[str, Any], header: str) -> list[str]:
+    """A run's table heading: what ran, on what machine, at what load and commit."""
+    end = (f", {data['load_average_at_end']} at the end" if "load_average_at_end" in data
+           else "")
+    return ["", f"### {title}; {data['machine']}, load average "
+            f"{data['load_average_at_start']} at the start{end}; {data['commit']})", "",
+            header, "|" + "---|" * (header.count("|") - 1)]
+
+
 def search_latency_rows(path: Path) -> list[str]:
     """bench/search_latency.py: every variant of one interleaved run, and issue 38's targets."""
     if not path.exists():
         return []
     data = json.loads(path.read_text())
-    lines = ["", f"### Search latency on SciFact ({data['queries']} claims, one interleaved run; "
-             f"{data['machine']}, load average {data['load_average_at_start']} at the start, "
-             f"{data['load_average_at_end']} at the end; {data['commit']})", "",
-             "| variant | p50 wall ms | p95 wall ms | p50 database ms |", "|---|---|---|---|"]
+    lines = run_heading(f"Search latency on SciFact ({data['queries']} claims, one interleaved "
+                        "run", data, "| variant | p50 wall ms | p95 wall ms | p50 database ms |")
     lines += [f"| {name} | {r['wall_p50_ms']} | {r['wall_p95_ms']} | "
               f"{r.get('database_p50_ms', '–')} |" for name, r in data["sequential"].items()]
     c = data["concurrent"]
@@ -145,11 +152,8 @@ def ingest_rows(path: Path) -> list[str]:
     if not path.exists():
         return []
     data = json.loads(path.read_text())
-    lines = ["", f"### Ingest ({data['documents']} SciFact abstracts, fresh collection; "
-             f"{data['machine']}, load average {data['load_average_at_start']} at the start; "
-             f"{data['commit']})", "",
-             "| variant | chunks | chunks/s | chunks per CPU second | cores busy |",
-             "|---|---|---|---|---|"]
+    lines = run_heading(f"Ingest ({data['documents']} SciFact abstracts, fresh collection", data,
+                        "| variant | chunks | chunks/s | chunks per CPU second | cores busy |")
     for variant, rows in data["runs"].items():
         first = rows[0]
         lines.append(f"| {variant} | {first['chunks']} | {first['chunks_per_s']} | "

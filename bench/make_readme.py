@@ -43,8 +43,8 @@ def retrieval_rows(name: str, data: dict[str, Any]) -> list[str]:
 
 SCALE_HEADER = ["| chunks | keyword | vector | hybrid | hybrid, every posting summed |"
                 " hybrid, term_depth=1000 | hybrid (term_depth=1000) + query embedding |"
-                " load / BM25 / HNSW build s |",
-                "|---|---|---|---|---|---|---|---|"]
+                " load / BM25 / HNSW build s | measured at |",
+                "|---|---|---|---|---|---|---|---|---|"]
 
 
 def p50_p95(latency: dict[str, Any], mode: str) -> str:
@@ -65,7 +65,8 @@ def scale_rows(data: dict[str, Any]) -> list[str]:
                  "hybrid_end_to_end_with_embedding")
         rows.append(f"| {r['chunks']:,} | " + " | ".join(p50_p95(lat, m) for m in modes)
                     + f" | {build['load_s']} / {build['snapshot_bm25_build_s']}"
-                    f" / {build['hnsw_build_s'] or '– (no vector index)'} |")
+                    f" / {build['hnsw_build_s'] or '– (no vector index)'}"
+                    f" | {r.get('stamp', {}).get('commit', 'before rows were stamped')} |")
     return rows
 
 

@@ -42,7 +42,7 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
-from _common import DATA, RESULTS, client, read_jsonl
+from _common import DATA, RESULTS, client, read_jsonl, run_stamp
 from psycopg import sql
 
 import pgcite
@@ -465,6 +465,8 @@ def main() -> None:
                     col, n, vocab, rng, centres, vectors=hnsw, baseline=not args.no_baselines)
                 results[name]["latency_after_add"] = latency(col, vocab, rng, centres,
                                                              hnsw=hnsw)
+            # each size says its own run: a 1M run leaves the 10M row of an older one
+            results[name]["stamp"] = run_stamp()
             print(json.dumps(results[name], indent=2), file=sys.stderr)
     out = RESULTS / args.results
     out.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,10 @@ def print_report(report: IngestReport) -> None:
         console.print(f"{report.undated} of {report.documents} documents undated: a --cutoff "
                       "search leaves them out (see --date, --catalogue, --dates-from-names)",
                       highlight=False)
+    if report.unattributed:
+        console.print(f"{report.unattributed} of {report.documents} documents have no author: "
+                      "answers name no writer, and a question naming the writer reads the name "
+                      "as evidence (see --author, --catalogue)", highlight=False)
     if report.ocr_pages or report.low_confidence:
         console.print(f"{plural(report.ocr_pages, 'page')} read by OCR, "
                       f"{len(report.low_confidence)} flagged (ingested, but check them):",

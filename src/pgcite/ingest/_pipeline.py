@@ -103,6 +103,10 @@ class IngestReport(BaseModel):
     cached: int = 0
     skipped: int = 0
     undated: int = 0  # documents with a passage no source dated: a cutoff query never sees it
+    # documents no source gave an author: an answer names no writer for them, and a question
+    # naming the writer ("What did Pepys think of …") reads that name as evidence, not as whose
+    # words are asked about (answer/_pipeline.py, read_without_metadata)
+    unattributed: int = 0
     situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
     situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header
     entities: int = 0  # (chunk, entity) pairs recognised in the new chunks
@@ -315,6 +319,7 @@ def ingest(
         docs, stored = _settle(db, info, loaded)
         report.documents = len(docs)
         report.undated = sum(is_undated(doc) for doc in docs)
+        report.unattributed = sum(not doc.author for doc in docs)
         hashes = {doc.document_id: content_hash(doc, info, spec) for doc in docs}
         with db.connect() as conn:
             existing = find_versions(conn, info, list(hashes.items()))

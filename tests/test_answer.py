@@ -80,7 +80,7 @@ def test_extractive_answer_cites_the_right_passage(diary: pgcite.Collection) -> 
 
 def test_cutoff_answer_cites_nothing_later(diary: pgcite.Collection) -> None:
     cutoff = dt.date(1666, 9, 3)
-    answer = diary.answer("What happened during the great fire?", cutoff=cutoff)
+    answer = diary.answer("What happened during the great fire?", filters={"cutoff": cutoff})
     assert not answer.abstained and answer.citations
     dates = {s.id: s.date for s in answer.sources}
     assert all(dates[c] is not None and dt.date.fromisoformat(dates[c]) <= cutoff
@@ -88,15 +88,15 @@ def test_cutoff_answer_cites_nothing_later(diary: pgcite.Collection) -> None:
 
 
 def test_low_confidence_abstains_without_calling_a_model(diary: pgcite.Collection) -> None:
-    answer = diary.answer("What did Pepys think of Isaac Newton's gravity?", threshold=0.99,
-                          generator=Exploding())
+    answer = diary.answer("What did Pepys think of Isaac Newton's gravity?",
+                          generator=Exploding(), options={"threshold": 0.99})
     assert answer.abstained and answer.answer == PLAIN_ABSTENTION
     assert answer.citations == [] and answer.sources == [] and answer.generator == "none"
     assert answer.threshold == 0.99 and "below the threshold" in answer.trace[-1].detail
 
 
 def test_no_hits_abstains(diary: pgcite.Collection) -> None:
-    answer = diary.answer("fire", cutoff=dt.date(1600, 1, 1), generator=Exploding())
+    answer = diary.answer("fire", generator=Exploding(), filters={"cutoff": dt.date(1600, 1, 1)})
     assert answer.abstained and "no passage" in answer.trace[-1].detail
 
 
@@ -111,7 +111,7 @@ def test_default_threshold_is_documented_per_model(diary: pgcite.Collection) -> 
 def test_citations_of_unretrieved_passages_are_removed(diary: pgcite.Collection) -> None:
     gen = Canned("The fire began in Pudding Lane [d-1666-09-02-a] [made-up-id] [sic].")
     # threshold=-1.0: the check under test runs after generation, whatever abstention decides
-    answer = diary.answer("Where did the great fire begin?", generator=gen, threshold=-1.0)
+    answer = diary.answer("Where did the great fire begin?", generator=gen, options={"threshold": -1.0})
     assert answer.citations == ["d-1666-09-02-a"] and "made-up-id" not in answer.answer
     assert any(e.step == "citations" and "made-up-id" in e.detail for e in answer.trace)
     assert_grounded(answer)
@@ -120,26 +120,23 @@ def test_citations_of_unretrieved_passages_are_removed(diary: pgcite.Collection)
 def test_answer_left_without_citation_abstains(diary: pgcite.Collection) -> None:
     answer = diary.answer("Where did the great fire begin?", generator=Canned("In London [nope]."))
     assert answer.abstained and answer.answer == PLAIN_ABSTENTION and answer.citations == []
-    persona = diary.answer("Where did the great fire begin?", generator=Canned("In London."),
-                           persona="Samuel Pepys")
+    persona = diary.answer("Where did the great fire begin?", generator=Canned("In London."), options={"persona": "Samuel Pepys"})
     assert persona.answer == PERSONA_ABSTENTION
 
 
 def test_persona_rule_fails_unattributed_first_person(diary: pgcite.Collection) -> None:
     wife = "e-1666-09-05-a"
-    bad = diary.answer("Who packed the plate during the fire?", persona="Samuel Pepys",
-                       generator=Canned(f"I packed our plate while the fire raged [{wife}]."),
-                       attribution_fallback="Ask my wife.")
+    bad = diary.answer("Who packed the plate during the fire?",
+                       generator=Canned(f"I packed our plate while the fire raged [{wife}]."), options={"persona": "Samuel Pepys", "attribution_fallback": "Ask my wife."})
     assert bad.abstained and bad.answer == "Ask my wife." and bad.citations == []
     assert any(e.step == "attribution" and "Elizabeth Pepys" in e.detail for e in bad.trace)
-    good = diary.answer("Who packed the plate during the fire?", persona="Samuel Pepys",
-                        generator=Canned(f"My wife wrote that she packed our plate [{wife}]."))
+    good = diary.answer("Who packed the plate during the fire?",
+                        generator=Canned(f"My wife wrote that she packed our plate [{wife}]."), options={"persona": "Samuel Pepys"})
     assert not good.abstained and good.citations == [wife]
 
 
 def test_extractive_attributes_other_authors_under_a_persona(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Who buried cheese and wine in the garden during the fire?",
-                          persona="Samuel Pepys", corpora=["A", "B"])
+    answer = diary.answer("Who buried cheese and wine in the garden during the fire?", filters={"corpora": ["A", "B"]}, options={"persona": "Samuel Pepys"})
     assert not answer.abstained, answer.trace
     assert "Elizabeth Pepys wrote" in answer.answer or "I wrote" in answer.answer
     assert_grounded(answer)
@@ -163,7 +160,7 @@ def test_context_fits_the_token_budget(diary: pgcite.Collection) -> None:
     assert [p.id for p in small] == [h.id for h in hits[:2]]
     assert dropped == [h.id for h in hits[2:]]
     assert approx_tokens("one two three four five six seven eight nine ten") == 13
-    answer = diary.answer("fire", top_k=8, token_budget=cost[0] + 5)
+    answer = diary.answer("fire", top_k=8, options={"token_budget": cost[0] + 5})
     context = [t.detail for t in answer.trace if t.step == "context"]
     assert len(answer.sources) == 1 and "left out" in context[0]
 
@@ -218,7 +215,7 @@ def test_checked_text_only_cites_allowed_ids(text: str, allowed: set[str]) -> No
 def test_no_answer_cites_an_unretrieved_passage(diary: pgcite.Collection, text: str,
                                                 persona: str | None) -> None:
     answer = diary.answer("cheese and wine buried in the garden during the fire",
-                          generator=Canned(text), persona=persona, threshold=-1.0)
+                          generator=Canned(text), options={"persona": persona, "threshold": -1.0})
     assert_grounded(answer)
     if answer.abstained:
         assert answer.citations == []
@@ -228,27 +225,26 @@ def test_no_answer_cites_an_unretrieved_passage(diary: pgcite.Collection, text: 
 
 def test_questions_about_years_after_the_sources_abstain(diary: pgcite.Collection) -> None:
     # threshold=-1.0: no score abstains first, so only the year rule can (it always applies)
-    late = diary.answer("What did the King do at sea in 1690?", corpora=["A", "B"],
-                        generator=Exploding(), threshold=-1.0)
+    late = diary.answer("What did the King do at sea in 1690?",
+                        generator=Exploding(), filters={"corpora": ["A", "B"]}, options={"threshold": -1.0})
     assert late.abstained and "1690" in late.trace[-1].detail
-    cut = diary.answer("Was there a fire in London in 1666?", cutoff=dt.date(1665, 12, 31),
-                       generator=Exploding(), corpora=["A"], threshold=-1.0)
+    cut = diary.answer("Was there a fire in London in 1666?",
+                       generator=Exploding(), filters={"cutoff": dt.date(1665, 12, 31), "corpora": ["A"]}, options={"threshold": -1.0})
     assert cut.abstained and "1665 or earlier" in cut.trace[-1].detail
-    fine = diary.answer("Was there a fire in London in 1666?", corpora=["A"])
+    fine = diary.answer("Was there a fire in London in 1666?", filters={"corpora": ["A"]})
     assert not fine.abstained
     # a year that bounds the question from above asks about the time before it
     for bounded in ("Was there a fire in London before 1667?",
                     "What happened in London up to June 1667?"):
-        answer = diary.answer(bounded, cutoff=dt.date(1665, 12, 31), corpora=["A"],
-                              threshold=-1.0)
+        answer = diary.answer(bounded, filters={"cutoff": dt.date(1665, 12, 31), "corpora": ["A"]}, options={"threshold": -1.0})
         assert not any("or earlier" in t.detail for t in answer.trace), bounded
-    after = diary.answer("What happened in London after 1667?", cutoff=dt.date(1665, 12, 31),
-                         generator=Exploding(), corpora=["A"], threshold=-1.0)
+    after = diary.answer("What happened in London after 1667?",
+                         generator=Exploding(), filters={"cutoff": dt.date(1665, 12, 31), "corpora": ["A"]}, options={"threshold": -1.0})
     assert after.abstained and "1665 or earlier" in after.trace[-1].detail
 
 
 def test_a_found_quoted_phrase_overrides_the_threshold(diary: pgcite.Collection) -> None:
-    answer = diary.answer('Where is the "Parmazan" cheese?', threshold=0.99)
+    answer = diary.answer('Where is the "Parmazan" cheese?', options={"threshold": 0.99})
     assert not answer.abstained and answer.citations
     assert all("Parmazan" in s.excerpt for s in answer.sources)
 

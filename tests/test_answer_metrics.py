@@ -116,7 +116,7 @@ def test_an_openai_compatible_models_answers_get_the_same_metrics(
     with serve(reply) as server:
         generator = OpenAIChatGenerator(base_url=server.base_url, model="scripted")
         records = answer_golden(
-            lambda q: diary.answer(q.text, cutoff=q.cutoff, generator=generator),
+            lambda q: diary.answer(q.text, generator=generator, filters={"cutoff": q.cutoff}),
             collection_passages(diary.view(embedder=False)), load_golden(golden))
         assert len(server.requests) == 1
     (record,) = records

@@ -74,10 +74,12 @@ def _ids(col: pgcite.Collection, document: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _answer(col: pgcite.Collection, **kw: object) -> pgcite.Answer:
+def _answer(col: pgcite.Collection, *, neighbours: int | None = None,
+            **kw: object) -> pgcite.Answer:
     # top 1 and no abstention: what the answerer gets beside the one retrieved passage is
     # what these tests look at
-    return col.answer(QUESTION, top_k=1, threshold=0.0, **kw)  # type: ignore[arg-type]
+    options = {"threshold": 0.0, **({} if neighbours is None else {"neighbours": neighbours})}
+    return col.answer(QUESTION, top_k=1, options=options, **kw)  # type: ignore[arg-type]
 
 
 def test_the_fixture_has_one_passage_per_paragraph(ship: pgcite.Collection) -> None:
@@ -112,9 +114,9 @@ def test_a_neighbour_can_be_quoted_and_cited(ship: pgcite.Collection) -> None:
         return retrieve  # type: ignore[return-value]
 
     asked = "What did they lay in the pit with the plate?"
-    alone = ship.answer(asked, top_k=1, threshold=0.0, neighbours=0, wrap_search=misranked)
+    alone = ship.answer(asked, top_k=1, wrap_search=misranked, options={"threshold": 0.0, "neighbours": 0})
     assert [s.id for s in alone.sources] == [captain] and pit not in alone.citations
-    beside = ship.answer(asked, top_k=1, threshold=0.0, neighbours=1, wrap_search=misranked)
+    beside = ship.answer(asked, top_k=1, wrap_search=misranked, options={"threshold": 0.0, "neighbours": 1})
     assert pit in [s.id for s in beside.sources]
     assert pit in beside.citations and "Parmesan" in beside.answer
 
@@ -150,7 +152,7 @@ def ship_one_late(client: pgcite.Client, tmp_path: Path) -> Iterator[pgcite.Coll
 
 
 @pytest.mark.parametrize("limit", [
-    {"cutoff": CUTOFF}, {"corpora": ["A"]},
+    {"filters": {"cutoff": CUTOFF}}, {"filters": {"corpora": ["A"]}},
     {"filters": {"metadata": [{"key": "room", "op": "eq", "value": "ship"}]}},
 ], ids=["cutoff", "corpora", "metadata"])
 def test_a_neighbour_outside_the_filters_is_never_given_nor_cited(

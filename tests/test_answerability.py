@@ -234,7 +234,7 @@ def test_answer_consults_the_stored_score(client: pgcite.Client,
     answer = refusing.answer(question)
     assert answer.abstained and "answerability 0.007 is below 0.500" in answer.trace[-1].detail
     # a threshold the caller passes wins over the fitted score
-    assert not refusing.answer(question, threshold=0.0).abstained
+    assert not refusing.answer(question, options={"threshold": 0.0}).abstained
     with client.connection() as conn:
         store_model(conn, own.name, _model(key, 5.0))  # says "answerable" to everything
     # ... and the fitted score replaces the default cosine threshold

@@ -176,9 +176,9 @@ def test_a_fitted_model_overrides_the_default_and_a_threshold_both(
     answer = refusing.answer(ANSWERABLE)
     assert answer.abstained and "(the fitted model" in answer.trace[-1].detail
     # the caller's threshold wins over both: a low one answers, a high one abstains
-    assert not refusing.answer(ANSWERABLE, threshold=0.0).abstained
-    assert not refusing.answer(ABSENT, threshold=0.0).abstained
-    high = refusing.answer(ANSWERABLE, threshold=0.99)
+    assert not refusing.answer(ANSWERABLE, options={"threshold": 0.0}).abstained
+    assert not refusing.answer(ABSENT, options={"threshold": 0.0}).abstained
+    high = refusing.answer(ANSWERABLE, options={"threshold": 0.99})
     assert high.abstained and "below the threshold 0.990" in high.trace[-1].detail
     with client.connection() as conn:  # leave the collection unfitted again
         conn.execute("UPDATE pgcite.collections SET settings = settings - 'abstention'"
@@ -257,8 +257,10 @@ def test_a_year_long_before_the_sources_is_absent_unless_a_passage_names_it() ->
 
 def test_an_answer_abstains_on_a_year_long_before_its_passages(diary: pgcite.Collection) -> None:
     answer = diary.answer("Which steam railways were running in England in 1600?",
-                          threshold=-1.0,  # no score: only the year rule can abstain
-                          corpora=["A"])  # dated passages only (an undated one stops the rule)
+                          # no score: only the year rule can abstain
+                          options={"threshold": -1.0},
+                          # dated passages only (an undated one stops the rule)
+                          filters={"corpora": ["A"]})
     assert answer.abstained and "none names the year" in answer.trace[-1].detail
 
 
@@ -288,7 +290,7 @@ def letters(client: pgcite.Client) -> Iterator[pgcite.Collection]:
                          ids=[q for q, _, _ in NEW_USER])
 def test_a_new_users_archive_with_defaults(letters: pgcite.Collection, question: str,
                                            cutoff: str | None, answers: bool) -> None:
-    answer = letters.answer(question, cutoff=cutoff)
+    answer = letters.answer(question, filters={"cutoff": cutoff})
     assert answer.abstained is not answers, answer.trace[-1].detail
     if answers:
         assert answer.citations

@@ -190,7 +190,7 @@ def test_how_often_counts_one_entity_or_two_together(navy: pgcite.Collection) ->
 @needs_model
 def test_the_answer_states_graph_facts_citing_passages_that_name_both(
         navy: pgcite.Collection) -> None:
-    answer = navy.answer(WHO, cutoff=CUTOFF, threshold=0.0)
+    answer = navy.answer(WHO, filters={"cutoff": CUTOFF}, options={"threshold": 0.0})
     assert not answer.abstained and answer.entities
     assert answer.answer.startswith("People named with W. Batten: ")
     sources = {s.id for s in answer.sources}
@@ -204,7 +204,7 @@ def test_the_answer_states_graph_facts_citing_passages_that_name_both(
             assert {"w batten", fact.key} <= _entities_of(navy, citation)
     assert any(t.step == "entities" for t in answer.trace)
     # off: no facts, and the rest of the answer exactly as with them
-    plain = navy.answer(WHO, cutoff=CUTOFF, threshold=0.0, entity_facts=False)
+    plain = navy.answer(WHO, filters={"cutoff": CUTOFF}, options={"threshold": 0.0, "entity_facts": False})
     assert plain.entities == [] and not plain.abstained
     assert answer.answer.endswith(plain.answer)
     assert "People named with" not in plain.answer
@@ -216,30 +216,30 @@ def test_the_answer_states_graph_facts_citing_passages_that_name_both(
 def test_only_facts_that_aggregate_passages_are_stated(navy: pgcite.Collection) -> None:
     from pgcite.answer._facts import MIN_EACH, MIN_TOP
 
-    answer = navy.answer(WHO, threshold=0.0)
+    answer = navy.answer(WHO, options={"threshold": 0.0})
     assert answer.entities and answer.entities[0].passages >= MIN_TOP
     assert all(f.passages >= MIN_EACH for f in answer.entities)
     evidence = navy.view().entity_evidence(WHO)
     assert evidence is not None and "may" in {e.key for e in evidence.entities}
     assert "may" not in {f.key for f in answer.entities}  # one passage: the quotes carry it
     # the people named with Mr. May are each named with him once: nothing to aggregate
-    few = navy.answer("Who dined with Mr. May?", threshold=0.0)
+    few = navy.answer("Who dined with Mr. May?", options={"threshold": 0.0})
     assert not few.abstained and few.entities == []
     # how often: the count is the answer (of a person or a place) ...
-    often = navy.answer("How often did Pepys see Sir W. Batten?", threshold=0.0)
+    often = navy.answer("How often did Pepys see Sir W. Batten?", options={"threshold": 0.0})
     assert [(f.key, f.passages) for f in often.entities] == [("w batten", 7)]
     assert often.answer.startswith("W. Batten is named in 7 passages [")
     # ... but not of an organisation ("the Navy" is no one to see)
     navy_often = navy.view().entity_evidence("How often is the Navy named?")
     assert navy_often is not None and navy_often.anchor.label == "ORG"
-    assert navy.answer("How often is the Navy named?", threshold=0.0).entities == []
+    assert navy.answer("How often is the Navy named?", options={"threshold": 0.0}).entities == []
 
 
 @needs_model
 def test_other_questions_and_abstentions_state_no_facts(navy: pgcite.Collection) -> None:
-    other = navy.answer("What did Sir W. Batten view at Woolwich?", threshold=0.0)
+    other = navy.answer("What did Sir W. Batten view at Woolwich?", options={"threshold": 0.0})
     assert other.entities == [] and "named with" not in other.answer
-    refused = navy.answer(WHO, threshold=0.99)  # abstains before any fact is looked up
+    refused = navy.answer(WHO, options={"threshold": 0.99})  # abstains before any fact is looked up
     assert refused.abstained and refused.entities == [] and refused.citations == []
 
 
@@ -247,7 +247,7 @@ def test_other_questions_and_abstentions_state_no_facts(navy: pgcite.Collection)
 def test_a_streamed_answer_gets_its_facts_in_the_final_event(navy: pgcite.Collection) -> None:
     from pgcite._streaming import Delta, Final, stream_answer
 
-    events = list(stream_answer(navy, WHO, cutoff=CUTOFF, threshold=0.0))
+    events = list(stream_answer(navy, WHO, filters={"cutoff": CUTOFF}, options={"threshold": 0.0}))
     final = events[-1]
     assert isinstance(final, Final) and final.answer.entities
     streamed = "".join(e.text for e in events if isinstance(e, Delta))

@@ -335,7 +335,7 @@ def test_cutoff_search_and_answer_count_undated_passages(diary: pgcite.Collectio
     # other filters hold too
     assert diary.search("diary", mode="keyword", filters={
         "cutoff": "1700-01-01", "corpora": ["A", "B"]}).undated_excluded == 0
-    answer = diary.answer("What is the note on the shorthand?", cutoff="1700-01-01")
+    answer = diary.answer("What is the note on the shorthand?", filters={"cutoff": "1700-01-01"})
     assert answer.undated_excluded == 1
 
 

@@ -54,8 +54,7 @@ def _kinds(answer: pgcite.Answer) -> list[str]:
 
 
 def test_without_an_llm_every_check_is_skipped_not_faked(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Where did the great fire begin?",
-                          self_check={"grade": True, "corrective": True, "sufficiency": True})
+    answer = diary.answer("Where did the great fire begin?", options={"self_check": {"grade": True, "corrective": True, "sufficiency": True}})
     skipped = [e.detail for e in answer.trace if e.step in ("grade", "sufficiency")]
     assert skipped and all(d == "skipped: no LLM configured" for d in skipped)
     assert not answer.abstained and answer.citations
@@ -63,7 +62,7 @@ def test_without_an_llm_every_check_is_skipped_not_faked(diary: pgcite.Collectio
 
 def test_grading_drops_passages_graded_irrelevant(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=_grade_by_word("fire"))
-    answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={"grade": True})
+    answer = diary.answer("Where did the great fire begin?", judge=chat, options={"self_check": {"grade": True}})
     assert not answer.abstained
     assert answer.sources and all("fire" in s.excerpt.lower() for s in answer.sources)
     assert answer.attempts[0].kept == len(answer.sources) < answer.attempts[0].retrieved
@@ -72,7 +71,7 @@ def test_grading_drops_passages_graded_irrelevant(diary: pgcite.Collection) -> N
 
 def test_all_irrelevant_abstains(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=_grade_by_word("xyzzy"), rewrite="fire")
-    answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={"grade": True})
+    answer = diary.answer("Where did the great fire begin?", judge=chat, options={"self_check": {"grade": True}})
     assert answer.abstained and "no passage was graded relevant" in answer.trace[-1].detail
     assert chat.calls == ["grade"]  # grading alone never rewrites
 
@@ -80,8 +79,7 @@ def test_all_irrelevant_abstains(diary: pgcite.Collection) -> None:
 def test_corrective_loop_rewrites_at_most_twice(diary: pgcite.Collection) -> None:
     rewrites = iter(["potatoes in the garden", "potato supper", "never used"])
     chat = ScriptedChat(grade=_grade_by_word("xyzzy"), rewrite=lambda s, u: next(rewrites))
-    answer = diary.answer("What did Pepys think of potatoes?", judge=chat,
-                          self_check={"grade": True, "corrective": True})
+    answer = diary.answer("What did Pepys think of potatoes?", judge=chat, options={"self_check": {"grade": True, "corrective": True}})
     assert answer.abstained
     assert [a.query for a in answer.attempts] == [
         "What did Pepys think of potatoes?", "potatoes in the garden", "potato supper"]
@@ -90,20 +88,17 @@ def test_corrective_loop_rewrites_at_most_twice(diary: pgcite.Collection) -> Non
 
 def test_corrective_rewrite_recovers(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=_grade_by_word("cheese"), rewrite="Parmazan cheese buried")
-    answer = diary.answer("What did he hide from the blaze?", top_k=2, judge=chat,
-                          self_check={"grade": True, "corrective": True})
+    answer = diary.answer("What did he hide from the blaze?", top_k=2, judge=chat, options={"self_check": {"grade": True, "corrective": True}})
     assert len(answer.attempts) >= 2 and answer.attempts[1].query == "Parmazan cheese buried"
     assert not answer.abstained and any("cheese" in s.excerpt for s in answer.sources)
 
 
 def test_sufficiency_insufficient_abstains_unsure_widens(diary: pgcite.Collection) -> None:
     no = diary.answer("Where did the great fire begin?", top_k=2,
-                      judge=ScriptedChat(sufficiency="INSUFFICIENT"),
-                      self_check={"sufficiency": True})
+                      judge=ScriptedChat(sufficiency="INSUFFICIENT"), options={"self_check": {"sufficiency": True}})
     assert no.abstained and "insufficient" in no.trace[-1].detail
     unsure = diary.answer("Where did the great fire begin?", top_k=2,
-                          judge=ScriptedChat(sufficiency="hmm, maybe?"),
-                          self_check={"sufficiency": True})
+                          judge=ScriptedChat(sufficiency="hmm, maybe?"), options={"self_check": {"sufficiency": True}})
     assert not unsure.abstained
     assert any("retrieved wider once, 4 passages" in e.detail for e in unsure.trace)
 
@@ -121,9 +116,9 @@ def test_misbehaving_endpoint_stays_within_budget(diary: pgcite.Collection, dela
     with serve(lambda request: (200, body, delay)) as server:
         chat = OpenAIChat(base_url=server.base_url, model="m", timeout_s=60)
         started = time.monotonic()
-        answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={
+        answer = diary.answer("Where did the great fire begin?", judge=chat, options={"self_check": {
             "grade": True, "corrective": True, "sufficiency": True,
-            "step_timeout_s": 0.4, "budget_s": 1.0})
+            "step_timeout_s": 0.4, "budget_s": 1.0}})
         elapsed = time.monotonic() - started
     # the 1 s budget + the plain search and answer (three times over, for a noisy machine);
     # a budget that did not hold would wait for the 30 s delay or the 60 s client timeout
@@ -135,8 +130,8 @@ def test_misbehaving_endpoint_stays_within_budget(diary: pgcite.Collection, dela
 
 def test_budget_spent_skips_the_remaining_steps(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=lambda s, u: (time.sleep(0.3), "1: yes")[1])
-    answer = diary.answer("Where did the great fire begin?", judge=chat, self_check={
-        "grade": True, "sufficiency": True, "budget_s": 0.2})
+    answer = diary.answer("Where did the great fire begin?", judge=chat, options={"self_check": {
+        "grade": True, "sufficiency": True, "budget_s": 0.2}})
     assert any("budget is spent" in e.detail for e in answer.trace)
 
 
@@ -148,9 +143,8 @@ def test_rewrites_never_leave_the_filters(diary: pgcite.Collection, cutoff: str)
         return "\n".join(f"{i}: {'yes' if i == 1 else 'no'}" for i in range(1, count + 1))
 
     chat = ScriptedChat(grade=first_only, rewrite=lambda s, u: next(rewrites))
-    answer = diary.answer("What did they see?", top_k=5, cutoff=cutoff, corpora=["A"],
-                          judge=chat, self_check={"grade": True, "corrective": True},
-                          threshold=0.0)
+    answer = diary.answer("What did they see?", top_k=5,
+                          judge=chat, filters={"cutoff": cutoff, "corpora": ["A"]}, options={"self_check": {"grade": True, "corrective": True}, "threshold": 0.0})
     assert len(answer.attempts) == 3 and answer.sources
     for source in answer.sources:
         assert source.corpus == "A" and source.date is not None and source.date <= cutoff
@@ -163,10 +157,9 @@ def test_rewrites_never_leave_the_filters(diary: pgcite.Collection, cutoff: str)
                                                                   "B"),
                     _hit("ok", dt.date(1660, 1, 1), "A")]
 
-    with_hook = diary.answer("What did they see?", top_k=5, cutoff=cutoff, corpora=["A"],
+    with_hook = diary.answer("What did they see?", top_k=5,
                              judge=ScriptedChat(grade=_grade_by_word("xyzzy"), rewrite="q2"),
-                             self_check={"grade": True, "corrective": True, "max_rewrites": 0},
-                             external=Outside(), threshold=0.0)
+                             external=Outside(), filters={"cutoff": cutoff, "corpora": ["A"]}, options={"self_check": {"grade": True, "corrective": True, "max_rewrites": 0}, "threshold": 0.0})
     assert [s.id for s in with_hook.sources] == ["ok"]
     assert any("1 of 3 passages within the filters" in e.detail for e in with_hook.trace)
 
@@ -186,8 +179,7 @@ def test_within_filters() -> None:
 
 
 def test_judge_failure_is_a_fallback_not_an_error(diary: pgcite.Collection) -> None:
-    answer = diary.answer("Where did the great fire begin?", judge=ScriptedChat(fail=LLMError("down")),
-                          self_check={"grade": True, "sufficiency": True})
+    answer = diary.answer("Where did the great fire begin?", judge=ScriptedChat(fail=LLMError("down")), options={"self_check": {"grade": True, "sufficiency": True}})
     assert not answer.abstained
     assert [e.detail for e in answer.trace if e.step == "grade"] == ["fallback: down"]
 
@@ -195,8 +187,7 @@ def test_judge_failure_is_a_fallback_not_an_error(diary: pgcite.Collection) -> N
 def test_every_retrieval_of_an_answer_keeps_its_stage_events(diary: pgcite.Collection) -> None:
     chat = ScriptedChat(grade=_grade_by_word("cheese"), rewrite="Parmazan cheese buried",
                         sufficiency="hmm")
-    answer = diary.answer("What did he hide from the blaze?", top_k=2, judge=chat,
-                          self_check={"grade": True, "corrective": True, "sufficiency": True})
+    answer = diary.answer("What did he hide from the blaze?", top_k=2, judge=chat, options={"self_check": {"grade": True, "corrective": True, "sufficiency": True}})
     routes = [e for e in answer.stages if e.stage == "route"]
     # the question, the rewrite, and the wider retrieval after "unsure": one route each
     assert len(routes) == 3 and len(answer.attempts) == 2

@@ -396,6 +396,15 @@ def latency(col: pgcite.Collection, vocab: list[str], rng: np.random.Generator,
     differ = sum(any(ids[leg] != ids[f"{leg}, summed"] for leg in ("keyword", "hybrid")
                      if leg in ids) for ids in hits)
     out["skipping_vs_summed_differing_queries"] = differ
+    # the approximate leg (each term's list read to term_depth) against the exact one: the share
+    # of the exact top 5 it also returns, averaged over the queries
+    for leg in ("keyword", "hybrid"):
+        approx = f"{leg}, term_depth=1000"
+        pairs = [(ids[leg], ids[approx]) for ids in hits if leg in ids and approx in ids]
+        if pairs:
+            out[f"{approx}, recall of the exact top 5"] = round(statistics.mean(
+                len(set(exact) & set(got)) / len(exact) if exact else 1.0
+                for exact, got in pairs), 4)
     if not hnsw:
         return out
     # End to end with the real model embedding the (synthetic) question.
@@ -487,6 +496,11 @@ def render(results: dict[str, Any]) -> str:
                          + "; ".join(f"{v} {lat[k]['p50_ms']} / {lat[k]['p95_ms']}" for k, v in (
                              ("keyword", "default"), ("keyword, summed", "every posting summed"),
                              ("keyword, term_depth=1000", "term_depth=1000")) if k in lat))
+    for name, r in results.items():  # the approximate keyword leg against the exact one
+        recall = {k: v for k, v in r.get("latency", {}).items() if "recall" in k} \
+            if isinstance(r, dict) else {}
+        if recall:
+            lines.append(f"\n{name}: " + "; ".join(f"{k} {v}" for k, v in recall.items()))
     for name, r in results.items():
         if isinstance(r, dict) and "filtered_latency" in r:
             f = r["filtered_latency"]

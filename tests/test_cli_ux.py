@@ -155,6 +155,58 @@ def test_snippets_highlight_the_matched_words(client: pgcite.Client, settings: S
         client.drop_collection(col.name)
 
 
+def test_only_the_first_hits_get_snippets_unless_asked(client: pgcite.Client,
+                                                       tmp_path: Path) -> None:
+    """A snippet parses the whole passage: the first DEFAULT_SNIPPETS hits get one by default,
+    True gives every hit one, a number that many, False none -- in Python, async and HTTP."""
+    import asyncio
+
+    from fastapi.testclient import TestClient
+
+    from pgcite.retrieve import DEFAULT_SNIPPETS
+    from pgcite.service import ServiceConfig, create_app, create_key
+
+    source = tmp_path / "many.jsonl"
+    source.write_text("".join(json.dumps({"_id": f"fire-{i}", "date": "1666-09-05",
+                                          "text": f"Entry {i}: the fire burned all night."})
+                              + "\n" for i in range(14)))
+    col = client.create_collection("snippet_limit")
+    try:
+        assert col.ingest([source]).activated
+
+        def marked(result: pgcite.SearchResult) -> list[bool]:
+            return [h.snippet is not None for h in result.hits]
+        default = col.search("fire", mode="keyword", top_k=14)
+        assert marked(default) == [True] * DEFAULT_SNIPPETS + [False] * (14 - DEFAULT_SNIPPETS)
+        assert all(marked(col.search("fire", mode="keyword", top_k=14, snippets=True)))
+        assert marked(col.search("fire", mode="keyword", top_k=14, snippets=3)) == (
+            [True] * 3 + [False] * 11)
+        assert not any(marked(col.search("fire", mode="keyword", top_k=14, snippets=False)))
+
+        async def asynchronous() -> list[bool]:
+            async with await pgcite.connect_async(client.db.url) as aclient:
+                acol = await aclient.collection(col.name)
+                return marked(await acol.search("fire", mode="keyword", top_k=14))
+        assert asyncio.run(asynchronous()) == marked(default)
+        with client.db.transaction() as conn:
+            token = create_key(conn, col.name, "reader").token
+        app = create_app(client=client, config=ServiceConfig(warm_up=False))
+        with TestClient(app) as api:
+            def http(**extra: object) -> list[bool]:
+                resp = api.post(f"/v1/collections/{col.name}/search", headers={
+                    "Authorization": f"Bearer {token}"}, json={
+                    "query": "fire", "mode": "keyword", "top_k": 14, **extra})
+                assert resp.status_code == 200, resp.text
+                return [h["snippet"] is not None for h in resp.json()["hits"]]
+            assert http() == marked(default)
+            assert all(http(snippets=True)) and http(snippets=2) == [True] * 2 + [False] * 12
+            assert api.post(f"/v1/collections/{col.name}/search", headers={
+                "Authorization": f"Bearer {token}"}, json={
+                "query": "fire", "snippets": -1}).status_code == 422
+    finally:
+        client.drop_collection(col.name)
+
+
 def test_unmark_gives_plain_text_and_spans() -> None:
     from pgcite.retrieve._snippets import unmark
 

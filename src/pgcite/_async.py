@@ -59,6 +59,7 @@ from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import Stages
 from pgcite.retrieve._search import SearchOptions
+from pgcite.retrieve._snippets import DEFAULT_SNIPPETS, snippet_limit
 from pgcite.retrieve._view import SearchView
 
 T = TypeVar("T")
@@ -225,7 +226,7 @@ class AsyncCollection:
         explain: bool = False,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
-        snippets: bool = True,
+        snippets: bool | int = DEFAULT_SNIPPETS,
     ) -> SearchResult:
         """As :meth:`Collection.search`: the same arguments, the same result."""
         merged_filters, merged_options = search_arguments(top_k, mode, filters, options)
@@ -237,11 +238,11 @@ class AsyncCollection:
     async def _search(self, view: SearchView, query: str, *, filters: Filters,
                       options: SearchOptions, stages: Stages | Mapping[str, Any] | None,
                       query_vector: np.ndarray | None = None, explain: bool = False,
-                      snippets: bool = True) -> SearchResult:
+                      snippets: bool | int = DEFAULT_SNIPPETS) -> SearchResult:
         result = await self.searcher(view).search(query, filters=filters, options=options,
                                                   stages=stages, query_vector=query_vector,
                                                   explain=explain)
-        if not snippets and filters.cutoff is None:
+        if not snippet_limit(snippets, len(result.hits)) and filters.cutoff is None:
             return result
         async with self._connection() as conn:  # one connection, as the sync search
             return await afinish(conn, view.info, view.snapshot, result, filters,

@@ -53,7 +53,7 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import SearchOptions, check_query
-from pgcite.retrieve._snippets import with_snippets
+from pgcite.retrieve._snippets import DEFAULT_SNIPPETS, snippet_limit, with_snippets
 from pgcite.retrieve._undated import undated_excluded
 from pgcite.retrieve._view import ConnectionFactory, SearchView
 from pgcite.store._active import ActivePointerCache
@@ -674,7 +674,7 @@ class Collection:
         explain: bool = False,
         query_vector: np.ndarray | None = None,
         snapshot_id: int | None = None,
-        snippets: bool = True,
+        snippets: bool | int = DEFAULT_SNIPPETS,
     ) -> SearchResult:
         """Passages for ``query`` with citation ids, filtered in SQL.
 
@@ -685,8 +685,9 @@ class Collection:
         1:1 unless set with ``pgcite collection set --fusion/--weights``). ``stages`` overrides
         the collection's optional quality stages for this query, e.g. ``{"rerank": True}``
         (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
-        ``snippets``: give each hit a ``snippet`` around the words that matched, with their
-        ``highlights`` (one more statement over the returned hits; docs/retrieval.md).
+        ``snippets``: give the first hits a ``snippet`` around the words that matched, with
+        their ``highlights`` -- the first ``DEFAULT_SNIPPETS`` (10) by default, ``True`` every
+        hit, ``False`` none, a number that many (one more statement; docs/retrieval.md).
         """
         merged_filters, merged_options = search_arguments(top_k, mode, filters, options)
         view = self.view(snapshot_id, embedder=merged_options.mode != "keyword")
@@ -695,14 +696,15 @@ class Collection:
         return self._finish(result, merged_filters, snippets)
 
     def _finish(self, result: SearchResult, filters: Filters,
-                snippets: bool) -> SearchResult:
+                snippets: bool | int) -> SearchResult:
         """``result`` with its snippets and undated count, both read on ONE connection of this
         collection's (in the service: role-scoped) kind, and none when neither is wanted."""
-        if not snippets and filters.cutoff is None:
+        limit = snippet_limit(snippets, len(result.hits))
+        if not limit and filters.cutoff is None:
             return result
         with self._connection() as conn:
-            if snippets:
-                result = self._with_snippets(conn, result)
+            if limit:
+                result = self._with_snippets(conn, result, limit)
             return self._note_undated(conn, result, filters)
 
     def _note_undated(self, conn: psycopg.Connection, result: R, filters: Filters) -> R:
@@ -712,9 +714,10 @@ class Collection:
                 conn, self.info, self._snapshot(result.snapshot_id), filters)
         return result
 
-    def _with_snippets(self, conn: psycopg.Connection, result: SearchResult) -> SearchResult:
+    def _with_snippets(self, conn: psycopg.Connection, result: SearchResult,
+                       limit: int) -> SearchResult:
         started = time.perf_counter()
-        hits = with_snippets(conn, self.info.ts_config, result.query, result.hits)
+        hits = with_snippets(conn, self.info.ts_config, result.query, result.hits, limit)
         timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
         return result.model_copy(update={"hits": hits, "timings_ms": timings})
 

@@ -146,7 +146,7 @@ def search_command(
         options = SearchOptions(ordering=ordering, fusion=parse_fusion(fusion) if fusion else None)
         result = col.search(query, top_k=top_k, mode=parse_mode(mode), filters=filters,
                             options=options, explain=explain, stages=stages,
-                            snapshot_id=snapshot)
+                            snapshot_id=snapshot, snippets=True)  # it prints every hit
     if json_out:
         emit_json(result)
     else:

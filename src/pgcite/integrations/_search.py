@@ -35,6 +35,7 @@ def run(collection: Collection, query: str, params: SearchParams) -> SearchResul
         filters=merge_filters(params.filters, params.cutoff, params.corpora,
                               params.metadata or None),
         snapshot_id=params.snapshot_id, stages=params.stages,
+        snippets=False,  # a retriever hands over passages; nobody reads a snippet
     )
 
 

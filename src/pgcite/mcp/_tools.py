@@ -138,7 +138,8 @@ def _active_id(col: Collection) -> int | None:
 def search(access: Access, collection: str, query: str, *, top_k: int, mode: Mode,
            filters: Filters, snapshot_id: int | None) -> SearchOut:
     col = access.collection(collection)
-    result = col.search(query, top_k=top_k, mode=mode, filters=filters, snapshot_id=snapshot_id)
+    result = col.search(query, top_k=top_k, mode=mode, filters=filters, snapshot_id=snapshot_id,
+                        snippets=False)  # the tool returns passages, not snippets
     return SearchOut(collection=col.name, snapshot_id=result.snapshot_id,
                      passages=[_from_hit(h) for h in result.hits])
 

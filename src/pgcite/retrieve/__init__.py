@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         passage_window,
         snapshot_profile,
     )
+    from pgcite.retrieve._snippets import DEFAULT_SNIPPETS
     from pgcite.retrieve._view import ConnectionFactory
 
 # What the front doors need beyond these, imported on first use: importing the package (the
@@ -25,12 +26,13 @@ __getattr__ = lazy_exports(__name__, {
     "parse_boost": "._boost", "KINDS": "._entities", "Kind": "._entities",
     "Passage": "._passages", "PassageWindow": "._passages", "SnapshotProfile": "._passages",
     "passage_window": "._passages", "snapshot_profile": "._passages",
-    "ConnectionFactory": "._view",
+    "ConnectionFactory": "._view", "DEFAULT_SNIPPETS": "._snippets",
 })
 
 __all__ = [
     "KINDS",
     "ConnectionFactory",
+    "DEFAULT_SNIPPETS",
     "Filters",
     "Hit",
     "Kind",

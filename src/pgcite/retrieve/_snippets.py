@@ -6,8 +6,11 @@ Arabic collection stems as its keyword leg does. The query is an OR of the quest
 (as the keyword leg ranks it), so a passage holding any of them gets a window around them; a
 passage holding none (a vector-only hit) gets its opening words.
 
-It runs once per search, on the hits returned (top_k of them, never the candidates), in one
-statement. ``highlights`` are ``[start, end)`` offsets into ``snippet`` in Unicode code points
+It runs once per search, in one statement, on the first :data:`DEFAULT_SNIPPETS` hits returned
+unless the caller asks for more (``snippets=True``: every hit) or none (``False``): a window costs
+a parse of the whole passage (``ts_headline``), about half of a top-100 search on SciFact
+(bench/results/search_latency), and a caller at that depth -- an agent, a RAG pipeline -- reads
+the passages, not their highlights. ``highlights`` are ``[start, end)`` offsets into ``snippet`` in Unicode code points
 (Python string indices; a JavaScript client counting UTF-16 units must convert outside the BMP).
 """
 
@@ -21,6 +24,20 @@ from psycopg import sql
 
 from pgcite.retrieve._hits import Hit
 from pgcite.retrieve._query_text import parse_query
+
+# How many hits get a snippet when the caller does not say: a page of results. The one place for
+# this default (Python, async, HTTP).
+DEFAULT_SNIPPETS = 10
+
+
+def snippet_limit(snippets: bool | int, hits: int) -> int:
+    """How many of ``hits`` get a snippet: ``True`` every one, ``False`` none, a number that many."""
+    if snippets is True:
+        return hits
+    if snippets is False:
+        return 0
+    return max(0, min(int(snippets), hits))
+
 
 # Private-use characters as markers: they never occur in real text, and are removed again.
 _START, _STOP = "\ue000", "\ue001"
@@ -39,12 +56,15 @@ ORDER BY t.n
 
 
 def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
-                  hits: list[Hit]) -> list[Hit]:
-    """``hits`` with ``snippet`` and ``highlights`` filled in (one statement for all)."""
-    if not hits:
+                  hits: list[Hit], limit: int | None = None) -> list[Hit]:
+    """``hits`` with ``snippet`` and ``highlights`` filled in for the first ``limit`` of them
+    (None: all), in one statement; the others as they were."""
+    marked = hits if limit is None else hits[:limit]
+    if not marked:
         return hits
-    statement, params = snippet_statement(ts_config, query, hits)
-    return apply_snippets(hits, conn.execute(statement, params).fetchall())
+    statement, params = snippet_statement(ts_config, query, marked)
+    return [*apply_snippets(marked, conn.execute(statement, params).fetchall()),
+            *hits[len(marked):]]
 
 
 def snippet_statement(ts_config: str, query: str,

@@ -26,7 +26,7 @@ from pgcite._inputs import (
     QueryText,
     Scalar,
 )
-from pgcite.retrieve import merge_filters
+from pgcite.retrieve import DEFAULT_SNIPPETS, merge_filters
 
 MAX_TOP_K = 100
 SnapshotQuery = Annotated[int | None, Query(
@@ -141,6 +141,12 @@ def _earliest(a: dt.date | None, b: dt.date | None) -> dt.date | None:
 
 class SearchBody(QueryBody):
     query: QueryText
+    # bool first: true stays true (every hit), not the number 1
+    snippets: bool | Annotated[int, Field(ge=0, le=MAX_TOP_K)] = Field(
+        default=DEFAULT_SNIPPETS, description=(
+            "how many of the first hits get a snippet with highlights: a number, true for "
+            f"every hit, false for none (default {DEFAULT_SNIPPETS}: a snippet costs a parse of "
+            "the whole passage)"))
 
 
 class AnswerBody(QueryBody):

@@ -84,7 +84,7 @@ async def search(body: SearchBody, access: Reader, state: State) -> Any:
     # a snapshot other than the active one: the collection refuses it for a reader key
     arguments: dict[str, Any] = dict(top_k=body.top_k, mode=body.mode,
                                      filters=body.to_filters(), stages=body.stage_overrides(),
-                                     snapshot_id=body.snapshot)
+                                     snapshot_id=body.snapshot, snippets=body.snippets)
     if state.replicated:  # the sync path routes reads to replicas
         result = await run_in_threadpool(
             lambda: state.reader(access.info, access.grant).search(body.query, **arguments))

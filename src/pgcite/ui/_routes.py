@@ -82,7 +82,7 @@ def inspect(col: Collection, body: InspectBody, generator: Generator | None = No
             ) -> InspectOut:
     filters = _filters(col, body)
     result = col.search(body.query, top_k=body.top_k, mode=body.mode, filters=filters,
-                        snapshot_id=body.snapshot_id, explain=True)
+                        snapshot_id=body.snapshot_id, explain=True, snippets=True)
     candidates = [*result.hits, *result.dropped]
     answer = None
     if body.answer:

@@ -242,11 +242,11 @@ class AsyncCollection:
         result = await self.searcher(view).search(query, filters=filters, options=options,
                                                   stages=stages, query_vector=query_vector,
                                                   explain=explain)
-        if not snippet_limit(snippets, len(result.hits)) and filters.cutoff is None:
+        limit = snippet_limit(snippets, len(result.hits))
+        if not limit and filters.cutoff is None:
             return result
         async with self._connection() as conn:  # one connection, as the sync search
-            return await afinish(conn, view.info, view.snapshot, result, filters,
-                                 snippets=snippets)
+            return await afinish(conn, view.info, view.snapshot, result, filters, limit=limit)
 
     async def answer(
         self,

@@ -45,7 +45,7 @@ from pgcite.retrieve._search import (
     prepare_search,
     shape_result,
 )
-from pgcite.retrieve._snippets import apply_snippets, snippet_limit, snippet_statement
+from pgcite.retrieve._snippets import apply_snippets, snippet_statement
 from pgcite.retrieve._undated import undated_count
 from pgcite.retrieve._view import SearchView
 from pgcite.retrieve._when import asked_periods
@@ -173,17 +173,14 @@ async def arun_search(
 
 
 async def afinish(conn: AsyncConnection, info: CollectionInfo, snapshot: SnapshotInfo,
-                  result: SearchResult, filters: Filters, *,
-                  snippets: bool | int) -> SearchResult:
-    """``result`` with its snippets and undated count (as ``Collection.search`` adds them),
-    read on ``conn``."""
-    limit = snippet_limit(snippets, len(result.hits))
+                  result: SearchResult, filters: Filters, *, limit: int) -> SearchResult:
+    """``result`` with the first ``limit`` hits' snippets and its undated count (as
+    ``Collection.search`` adds them), read on ``conn``."""
     if limit:
-        started, hits = time.perf_counter(), result.hits
-        marked = hits[:limit]
-        statement, params = snippet_statement(info.ts_config, result.query, marked)
-        hits = [*apply_snippets(marked, await (await conn.execute(statement, params)).fetchall()),
-                *hits[limit:]]
+        started = time.perf_counter()
+        statement, params = snippet_statement(info.ts_config, result.query, result.hits, limit)
+        rows = await (await conn.execute(statement, params)).fetchall()
+        hits = apply_snippets(result.hits, rows, limit)
         result = result.model_copy(update={"hits": hits, "timings_ms": {
             **result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}})
     undated = await aundated_excluded(conn, info, snapshot, filters)

@@ -56,32 +56,32 @@ ORDER BY t.n
 
 
 def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
-                  hits: list[Hit], limit: int | None = None) -> list[Hit]:
-    """``hits`` with ``snippet`` and ``highlights`` filled in for the first ``limit`` of them
-    (None: all), in one statement; the others as they were."""
-    marked = hits if limit is None else hits[:limit]
-    if not marked:
+                  hits: list[Hit], limit: int) -> list[Hit]:
+    """``hits`` with ``snippet`` and ``highlights`` filled in for the first ``limit`` of them,
+    in one statement; the others as they were."""
+    if not limit:
         return hits
-    statement, params = snippet_statement(ts_config, query, marked)
-    return [*apply_snippets(marked, conn.execute(statement, params).fetchall()),
-            *hits[len(marked):]]
+    statement, params = snippet_statement(ts_config, query, hits, limit)
+    return apply_snippets(hits, conn.execute(statement, params).fetchall(), limit)
 
 
-def snippet_statement(ts_config: str, query: str,
-                      hits: list[Hit]) -> tuple[sql.Composed, dict[str, Any]]:
-    """The one statement that marks every hit's window (sync and async searches alike)."""
+def snippet_statement(ts_config: str, query: str, hits: list[Hit],
+                      limit: int) -> tuple[sql.Composed, dict[str, Any]]:
+    """The one statement that marks the first ``limit`` hits' windows (sync and async searches
+    alike)."""
     return _SQL.format(cfg=sql.Literal(ts_config)), {
         "query": parse_query(query).ranking_text, "options": _OPTIONS,
-        "bodies": [h.body for h in hits]}
+        "bodies": [h.body for h in hits[:limit]]}
 
 
-def apply_snippets(hits: list[Hit], rows: Sequence[Sequence[Any]]) -> list[Hit]:
-    """``hits`` with the statement's marked windows turned into snippets and highlights."""
+def apply_snippets(hits: list[Hit], rows: Sequence[Sequence[Any]], limit: int) -> list[Hit]:
+    """``hits`` with the statement's marked windows turned into snippets and highlights, a row
+    for each of the first ``limit`` hits; the hits after them as they were."""
     out = []
-    for hit, (marked,) in zip(hits, rows, strict=True):
+    for hit, (marked,) in zip(hits[:limit], rows, strict=True):
         text, spans = unmark(marked)
         out.append(hit.model_copy(update={"snippet": text, "highlights": spans}))
-    return out
+    return [*out, *hits[limit:]]
 
 
 def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:

@@ -328,19 +328,19 @@ def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:
 
 
 def abstention_reason(question: str, result: SearchResult, policy: _Policy,
-                      options: AnswerOptions,
-                      note: Callable[[str, str], None] | None = None) -> str | None:
+                      options: AnswerOptions, note: Callable[[str, str], None]) -> str | None:
     """Why to abstain before any model is called (None: answer). The one place that decides
     whether the retrieved passages can answer the question: the fitted answerability score
     where the collection has one for this embedding model, else the best-cosine threshold
-    (a quoted phrase the passages must contain overrules either), then the temporal check."""
+    (a quoted phrase the passages must contain overrules either), then the temporal check.
+    An answer's score or cosine goes to ``note`` (the trace), as an abstention's reason does."""
     if not result.hits:
         return "retrieval found no passage (the filters may exclude everything)"
     answer, why = answerability_verdict(result, policy.answerability, policy.threshold,
                                         policy.decider)
     if not answer and not _has_phrase(question):
         return f"{why}; no model was called"
-    if why is not None and note is not None:
+    if why is not None:
         note("answerability", why + ("" if answer else "; a quoted phrase overrules it"))
     late = asks_outside_sources(question, result.hits) if options.temporal_check else None
     if late:

@@ -353,14 +353,18 @@ def answerability_verdict(result: SearchResult, model: AnswerabilityModel | None
         p = model.probability(result)
         if p is not None:
             shown = ", ".join(f"{k} {v:.3f}" for k, v in result.signals.items() if v is not None)
-            relation = "is at or above" if p >= model.cut else "is below"
-            return p >= model.cut, (f"answerability {p:.3f} {relation} {model.cut:.3f} "
-                                    f"(the {decider} model; {shown})")
+            ok = p >= model.cut
+            return ok, (f"answerability {p:.3f} {_relation(ok)} {model.cut:.3f} "
+                        f"(the {decider} model; {shown})")
     if threshold is not None and result.confidence is not None:
-        relation = "is at or above" if result.confidence >= threshold else "is below"
-        return result.confidence >= threshold, (
-            f"best similarity {result.confidence:.3f} {relation} the threshold {threshold:.3f}")
+        ok = result.confidence >= threshold
+        return ok, (f"best similarity {result.confidence:.3f} {_relation(ok)} the threshold "
+                    f"{threshold:.3f}")
     return True, None
+
+
+def _relation(answer: bool) -> str:
+    return "is at or above" if answer else "is below"
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:

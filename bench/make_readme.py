@@ -273,19 +273,19 @@ FIGURES: dict[str, tuple[str, Callable[[dict[str, Any]], Any], str]] = {
 _FIGURE = re.compile(r"<!-- fig:([a-z0-9-]+) -->(.*?)<!-- /fig -->")
 
 
-def figure(name: str) -> str:
-    """One README figure, as written, from its summary."""
-    folder, read, style = FIGURES[name]
-    return style.format(read(json.loads((RESULTS / folder / "summary.json").read_text())))
-
-
 def readme_figures(text: str) -> str:
-    """``text`` (README.md) with every marked figure rewritten from its summary; a marker
-    naming no figure is an error, not left as it was."""
+    """``text`` (README.md) with every marked figure rewritten from its summary (each summary
+    read once); a marker naming no figure is an error, not left as it was."""
+    summaries: dict[str, Any] = {}
+
     def one(match: re.Match[str]) -> str:
-        if match.group(1) not in FIGURES:
-            raise SystemExit(f"README.md marks an unknown figure {match.group(1)!r}")
-        return f"<!-- fig:{match.group(1)} -->{figure(match.group(1))}<!-- /fig -->"
+        name = match.group(1)
+        if name not in FIGURES:
+            raise SystemExit(f"README.md marks an unknown figure {name!r}")
+        folder, read, style = FIGURES[name]
+        if folder not in summaries:
+            summaries[folder] = json.loads((RESULTS / folder / "summary.json").read_text())
+        return f"<!-- fig:{name} -->{style.format(read(summaries[folder]))}<!-- /fig -->"
     return _FIGURE.sub(one, text)
 
 

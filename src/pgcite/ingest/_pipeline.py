@@ -105,7 +105,7 @@ class IngestReport(BaseModel):
     undated: int = 0  # documents with a passage no source dated: a cutoff query never sees it
     # documents no source gave an author: an answer names no writer for them, and a question
     # naming the writer ("What did Pepys think of …") reads that name as evidence, not as whose
-    # words are asked about (answer/_pipeline.py, read_without_metadata)
+    # words are asked about (retrieve/_answerability.py, metadata_words)
     unattributed: int = 0
     situated: int = 0  # chunks given an LLM situating sentence (contextual = "llm")
     situate_fallbacks: int = 0  # chunks whose sentence call failed: embedded with the header

@@ -56,7 +56,7 @@ from pgcite.retrieve._answerability import (
     AnswerabilityModel,
     DefaultAnswerability,
     fit_model,
-    read_without_metadata,
+    read_wording,
     shipped_default,
     signal_values,
 )
@@ -241,7 +241,7 @@ def observe(c: pgcite.Client, target: Target, sentence_cosine: bool) -> list[Obs
         for q in target.queries:
             result = col.search(q.text, top_k=TOP_K, filters={"cutoff": q.cutoff},
                                 snapshot_id=target.snapshot_id, explain=True, snippets=False)
-            result, _ = read_without_metadata(q.text, result, lambda text, q=q: col.search(
+            result, _ = read_wording(q.text, result, lambda text, q=q: col.search(
                 text, top_k=TOP_K, mode="keyword", filters={"cutoff": q.cutoff},
                 snapshot_id=target.snapshot_id, snippets=False))
             extra = _extra(conn, col, result, stats)

@@ -4,7 +4,9 @@ overrides both; and the year rule's "long before the sources" half."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +22,8 @@ from pgcite.retrieve._answerability import (
     DefaultAnswerability,
     metadata_words,
     model_family,
-    read_without_metadata,
+    read_wording,
+    respellings,
     shipped_default,
     store_model,
 )
@@ -225,14 +228,65 @@ def test_the_signals_are_read_without_the_metadata_words(fresh: pgcite.Collectio
         calls.append(text)
         return fresh.search(text, top_k=5, mode="keyword")
 
-    read, words = read_without_metadata(question, result, keyword)
-    assert words == ["Pepys", "1666"] and calls == ["Where did bury his Parmazan cheese in ?"]
+    read, wording = read_wording(question, result, keyword)
+    assert wording.left_out == ["Pepys", "1666"] and wording.respelled == {}
+    assert calls == ["Where did bury his Parmazan cheese in ?"]
     assert read.signals["unknown_names"] == 0.0 and read.signals["terms"] == 3.0
     assert read.signals["coverage"] == 1.0 > result.signals["coverage"]  # type: ignore[operator]
     assert read.signals["cosine"] == result.signals["cosine"]  # the legs' signals are kept
     assert read.hits == result.hits
-    unchanged, none = read_without_metadata("Where is the cheese?", result, keyword)
-    assert unchanged is result and none == [] and len(calls) == 1
+    unchanged, none = read_wording("Where is the cheese?", result, keyword)
+    assert unchanged is result and not none.left_out and not none.respelled and len(calls) == 1
+
+
+def test_respellings_are_the_names_the_passages_write_with_other_accents() -> None:
+    hits = [_hit(None, "Thomas de Maizière is the Federal Minister of the Interior."),
+            _hit(None, "Herr Muller and Zoë Brontë met in Zürich.")]
+    assert respellings("Thomas de Maiziere serves what role?", hits) == {"Maiziere": "Maizière"}
+    # either way round, possessives read as the name, each name once
+    assert respellings("Did Müller's wife meet Zoe Bronte in Zurich?", hits) \
+        == {"Müller": "Muller", "Zoe": "Zoë", "Bronte": "Brontë", "Zurich": "Zürich"}
+    # spelled as the passages spell it, a name the passages lack, a word that is not a name
+    assert respellings("Where is Maizière? Who is Rembrandt? What of zurich?", hits) == {}
+    # a passage that writes the name as asked: nothing to respell
+    assert respellings("Where is Maiziere?", [*hits, _hit(None, "Maiziere said so.")]) == {}
+
+
+ACCENTS = [{"_id": "interior", "title": "", "text": "Thomas de Maizière serves as the Federal "
+            "Minister of the Interior in the German cabinet."},
+           {"_id": "fire", "title": "", "text": "The fire began in a baker's house in Pudding "
+            "Lane and burned for four days."},
+           {"_id": "plague", "title": "", "text": "The plague took a great many people in the "
+            "city that summer."}]
+
+
+def test_a_name_typed_without_its_accents_is_not_unknown(client: pgcite.Client,
+                                                         tmp_path: Path) -> None:
+    """PostgreSQL's english configuration folds case, not accents: "Maiziere" is a lexeme the
+    collection lacks. Read as the passages spell it, the question names nothing unknown."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in ACCENTS))
+    col = client.create_collection("answerability_accents")
+    try:
+        col.ingest([corpus])
+        question = "What role does Thomas de Maiziere hold in the German cabinet?"
+        result = col.search(question, top_k=5)
+        assert result.signals["unknown_names"] == 1.0
+
+        def keyword(text: str) -> pgcite.SearchResult:
+            return col.search(text, top_k=5, mode="keyword")
+
+        read, wording = read_wording(question, result, keyword)
+        assert wording.respelled == {"Maiziere": "Maizière"} and not wording.left_out
+        assert read.signals["unknown_names"] == 0.0
+        answer = col.answer(question)
+        assert any("Maiziere -> Maizière" in t.detail for t in answer.trace), answer.trace
+        # a name no passage writes, however spelled, is still unknown
+        other = col.search("What role does Thomas Rembrandt hold in the cabinet?", top_k=5)
+        assert read_wording("What role does Thomas Rembrandt hold in the cabinet?", other,
+                            keyword)[0].signals["unknown_names"] == 1.0
+    finally:
+        client.drop_collection("answerability_accents")
 
 
 def test_a_year_long_before_the_sources_is_absent_unless_a_passage_names_it() -> None:

@@ -42,7 +42,7 @@ from pgcite.llm import ChatModel
 from pgcite.retrieve._answerability import (
     AnswerabilityModel,
     answerability_verdict,
-    read_without_metadata,
+    read_wording,
     shipped_default,
 )
 from pgcite.retrieve._filters import Filters, merge_filters
@@ -231,12 +231,11 @@ def answer_question(
         run.result, reason = check.retrieve(question, result, options.top_k)
         run.attempts = check.attempts
     model = run.policy.answerability
-    if model is not None and model.mode == options.mode:  # not the writer's name, nor years
-        run.result, names = read_without_metadata(question, run.result, lambda text: search_fn(
+    if model is not None and model.mode == options.mode:  # the question as passages write it
+        run.result, wording = read_wording(question, run.result, lambda text: search_fn(
             text, top_k=options.top_k, mode="keyword", filters=merged, stages=options.stages))
-        if names:
-            run.note("answerability", "signals read without the words the metadata says "
-                     "(the writer's name, the sources' years): " + ", ".join(names))
+        if changed := wording.describe():
+            run.note("answerability", f"signals read {changed}")
     run.timings["retrieve"] = _ms(started)  # embed + database + finding the snapshot (+ loop)
     if check is not None and reason is not None:
         answer = run.abstain(reason)

@@ -38,7 +38,7 @@ from pgcite.retrieve._answerability import (
     SIGNALS,
     fit_model,
     orientation,
-    read_without_metadata,
+    read_wording,
     shipped_default,
     signal_values,
     store_model,
@@ -135,7 +135,7 @@ def observe(collection: JudgedCollection, golden: GoldenSet, *, mode: Mode = MOD
                                                     filters=filters)
             return found
 
-        result, _ = read_without_metadata(query.text, result, keyword)
+        result, _ = read_wording(query.text, result, keyword)
         observations.append(Observation(
             id=query.id, kind=query.kind, answerable=query.answerable,
             has_hits=bool(result.hits), signals=result.signals,

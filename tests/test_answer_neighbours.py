@@ -103,6 +103,30 @@ def test_neighbours_come_in_after_the_passage_they_are_beside(ship: pgcite.Colle
     assert [s.id for s in wide.sources] == [captain, first, pit, evening]
 
 
+def test_a_neighbour_is_ranked_as_the_passage_it_is_beside(ship: pgcite.Collection) -> None:
+    """The answerer weighs a sentence by its passage's rank: a neighbour ranked by its place in
+    the list pushed the next retrieved passage down (2 -> 3) and changed what was quoted from
+    it."""
+    first, captain, pit, evening = _ids(ship, "voyage")
+    given: list[list[tuple[str, int]]] = []
+
+    class Recorder:
+        name = "recorder"
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def generate(self, request: Any) -> str:
+            given.append([(p.id, p.rank) for p in request.passages])
+            return str(self.inner.generate(request))
+
+    ship.answer(QUESTION, top_k=2, options={"threshold": 0.0, "neighbours": 1},
+                wrap_generator=Recorder)
+    # retrieved: the captain's passage, then the pit's; each followed by its new neighbour,
+    # and the pit's passage still 2nd
+    assert given == [[(captain, 1), (first, 1), (pit, 2), (evening, 2)]]
+
+
 def test_a_neighbour_can_be_quoted_and_cited(ship: pgcite.Collection) -> None:
     """The pit passage answers "what was laid in the pit"; retrieval (here: the search for
     QUESTION, as a search that ranks the wrong passage first) gives only the captain's."""

@@ -290,8 +290,11 @@ def _answer(run: _Run, options: AnswerOptions, generator: Generator,
 
 def _with_neighbours(run: _Run, hits: list[Hit]) -> list[Hit]:
     """Each retrieved passage followed by the passages beside it in its document that are not
-    in the list already, all ranked by their new position: context the answerer may quote and
-    cite. They come from the answer's snapshot under its filters (``run.neighbours``), so a
+    in the list already, each neighbour ranked as the passage it stands beside: context the
+    answerer may quote and cite. Ranked by their new position instead, the neighbours pushed
+    the 2nd to 5th retrieved passages down (2 -> 3 or 4 …), and the answerer's rank signal then
+    weighed their sentences less: SciFact's answers changed citations where no neighbour was
+    quoted (docs/answers.md). They come from the answer's snapshot under its filters (``run.neighbours``), so a
     neighbour after the cutoff or outside the corpora is never given, so never cited. Called
     after the abstention decision: they change what is quoted, never whether to answer."""
     if run.neighbours is None or not hits:
@@ -305,11 +308,11 @@ def _with_neighbours(run: _Run, hits: list[Hit]) -> list[Hit]:
         for neighbour in beside.get(hit.id, []):
             if neighbour.id not in seen:
                 seen.add(neighbour.id)
-                out.append(neighbour)
+                out.append(neighbour.model_copy(update={"rank": hit.rank}))
     run.timings["neighbours"] = _ms(started)
     run.note("neighbours", f"{len(out) - len(hits)} passage(s) beside the {len(hits)} "
              "retrieved added as context")
-    return [h.model_copy(update={"rank": i + 1}) for i, h in enumerate(out)]
+    return out
 
 
 def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:

@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,18 @@ def report(summary: dict[str, Any]) -> str:
 # from its text) it was chosen on. A collection's figures are "unseen" only when none was.
 _AUTHOR = "the passages' author left out of the sentence query"
 _DATES = "date match 0.5 in the answerer, date boost 0.5 in retrieval"
+_NEIGHBOURS = ("the neighbouring passages, 1 either side, given to the answerer (found with "
+               "bench/narrative.py on the Pepys golden set)")
+
+
+@dataclass(frozen=True)
+class Revert:
+    """A default as it was before it was chosen: retrieval stages, PreciseOptions changes and
+    the answer's neighbours (None: unchanged)."""
+
+    stages: dict[str, Any] = field(default_factory=dict)
+    precise: dict[str, Any] = field(default_factory=dict)
+    neighbours: int | None = None
 CHOSEN_ON: dict[str, tuple[str, ...]] = {
     "sentence weights bm25 1 / embedding 1.06 / rank 0.3 / answer type 0.6 (fitted on XQuAD en "
     "questions 301-1190)": ("xquad-en",),
@@ -258,6 +270,7 @@ CHOSEN_ON: dict[str, tuple[str, ...]] = {
     "fixture, no figure read)": (),
     _AUTHOR: ("pepys",),
     _DATES: ("pepys",),
+    _NEIGHBOURS: ("pepys",),
     # retrieve/answerability_default.json: fitted on the pooled judged sets of bench/abstention
     # (every Pepys set here, XQuAD en with paragraphs removed); no earlier value is put back for
     # it, its leave-one-collection-out figures are bench/results/abstention's
@@ -268,9 +281,10 @@ CHOSEN_ON: dict[str, tuple[str, ...]] = {
 # (retrieval stages, PreciseOptions changes). A collection whose every tuned default is here is
 # also asked with them reverted: the settings chosen without it. (XQuAD's sentence weights were
 # fitted on its questions 301-1190 and are measured on 1-300: labelled tuned, not reverted.)
-WITHOUT: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    _AUTHOR: ({}, {"match_author": True}),
-    _DATES: ({"date_boost": 0.0}, {"date_match": 0.0}),
+WITHOUT: dict[str, Revert] = {
+    _AUTHOR: Revert(precise={"match_author": True}),
+    _DATES: Revert(stages={"date_boost": 0.0}, precise={"date_match": 0.0}),
+    _NEIGHBOURS: Revert(neighbours=0),
 }
 
 
@@ -307,14 +321,16 @@ def label(family: str) -> str:
     return "unseen" if not tuned else "tuned on this collection: " + "; ".join(tuned)
 
 
-def without(family: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """The stages and answerer options with every default tuned on ``family`` that has an
-    earlier value put back to it (None when none has: nothing to ask again)."""
-    reverted = [d for d in tuned_on(family) if d in WITHOUT]
+def without(family: str) -> Revert | None:
+    """Every default tuned on ``family`` that has an earlier value put back to it, as one
+    Revert (None when none has: nothing to ask again)."""
+    reverted = [WITHOUT[d] for d in tuned_on(family) if d in WITHOUT]
     if not reverted:
         return None
-    stages = {k: v for d in reverted for k, v in WITHOUT[d][0].items()}
-    return stages, {k: v for d in reverted for k, v in WITHOUT[d][1].items()}
+    return Revert(stages={k: v for r in reverted for k, v in r.stages.items()},
+                  precise={k: v for r in reverted for k, v in r.precise.items()},
+                  neighbours=next((r.neighbours for r in reverted if r.neighbours is not None),
+                                  None))
 
 
 def without_label(family: str) -> str:
@@ -378,21 +394,24 @@ def unseen(c: pgcite.Client, command: str, only: Sequence[str] | None = None
         view = col.view(embedder=False)
         passages = collection_passages(view)
         reverted = without(judged.family)
-        passes: list[tuple[str, str, tuple[dict[str, Any], dict[str, Any]], int]] = [
-            (judged.name, label(judged.family), ({}, {}), DEFAULT_NEIGHBOURS),
+        passes: list[tuple[str, str, Revert]] = [
+            (judged.name, label(judged.family), Revert()),
             (f"{judged.name}, {neighbours_label(OTHER_NEIGHBOURS)}",
-             f"{label(judged.family)}; {neighbours_label(OTHER_NEIGHBOURS)}", ({}, {}),
-             OTHER_NEIGHBOURS)]
+             f"{label(judged.family)}; {neighbours_label(OTHER_NEIGHBOURS)}",
+             Revert(neighbours=OTHER_NEIGHBOURS))]
         if reverted is not None:
             passes.append((f"{judged.name}, settings chosen without it",
-                           without_label(judged.family), reverted, DEFAULT_NEIGHBOURS))
-        for name, how, (stages, changes), neighbours in passes:
+                           without_label(judged.family), reverted))
+        for name, how, revert in passes:
             records = []
+            neighbours = DEFAULT_NEIGHBOURS if revert.neighbours is None else revert.neighbours
+            changes = revert.precise
             for query in queries:
                 started = time.perf_counter()
                 answer = col.answer(query.text, filters={"cutoff": query.cutoff},
                                     options={"neighbours": neighbours},
-                                    snapshot_id=view.snapshot.snapshot_id, stages=stages or None,
+                                    snapshot_id=view.snapshot.snapshot_id,
+                                    stages=revert.stages or None,
                                     wrap_generator=with_options(changes) if changes else None)
                 records.append(score_answer(
                     query, answer=answer.answer, abstained=answer.abstained,

@@ -260,11 +260,12 @@ def test_http_answer_takes_neighbours(client: pgcite.Client, ship: pgcite.Collec
     url = f"/v1/collections/{ship.name}/answer"
     body = {"question": QUESTION, "top_k": 1, "threshold": 0}
     for api in reader_api(client, ship.name):
-        resp = api.post(url, json={**body, "neighbours": 1})  # type: ignore[attr-defined]
+        resp = api.post(url, json={**body, "neighbours": 0})  # type: ignore[attr-defined]
         assert resp.status_code == 200, resp.text
-        assert [s["id"] for s in resp.json()["sources"]] == [captain, first, pit]
+        assert [s["id"] for s in resp.json()["sources"]] == [captain]
+        # the default: 1 either side
         plain = api.post(url, json=body)  # type: ignore[attr-defined]
-        assert [s["id"] for s in plain.json()["sources"]] == [captain]
+        assert [s["id"] for s in plain.json()["sources"]] == [captain, first, pit]
         assert api.post(url, json={**body, "neighbours": 9}).status_code == 422  # type: ignore[attr-defined]
 
 

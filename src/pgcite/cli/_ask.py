@@ -144,7 +144,7 @@ def ask_command(
     neighbours: Annotated[int | None, typer.Option(
         min=0, max=5, help="Also give the answerer, after each retrieved passage, this many "
         "passages before and after it in its document, within the same filters (default: "
-        "off).")] = None,
+        "1; 0: none).")] = None,
     stream: Annotated[bool, typer.Option(
         help="Print the answer as it is generated, then its checked citations; a citation "
         "the check removes is reported and the checked text shown. With --json: one JSON "

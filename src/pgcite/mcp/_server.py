@@ -134,7 +134,8 @@ def build_server(resolve: Resolver, *, generator: Generator | None = None,
             "`entities`)"))] = True,
         neighbours: Annotated[int | None, Field(ge=0, le=5, description=(
             "also give the answerer, after each retrieved passage, this many passages before "
-            "and after it in its document, within the same filters (null: the default, off)"))
+            "and after it in its document, within the same filters (null: the default, 1; 0: "
+            "none)"))
         ] = None,
     ) -> _tools.AnswerOut:
         """Answer a question from a collection's passages, with checked citations: every id in

@@ -163,7 +163,7 @@ class AnswerBody(QueryBody):
         "they are in the answer's `entities`"))
     neighbours: int | None = Field(default=None, ge=0, le=5, description=(
         "give the answerer, after each retrieved passage, this many passages before and after "
-        "it in its document, within the same filters (null: the default, off)"))
+        "it in its document, within the same filters (null: the default, 1; 0: none)"))
     stream: bool = Field(default=False, description=(
         "answer as server-sent events: `delta` events with text as it is generated, then one "
         "`final` event with the checked answer (docs/http-api.md, 'Streamed answers')"))

@@ -86,6 +86,9 @@ def test_names_text_keeps_the_capitalised_words() -> None:
     # regnal numerals are not names ("Charles II" is "Charles the Second" in the diary)
     assert names_text("King Charles II and Henry VIII, Part IV") == "King Charles Henry Part"
     assert names_text("Ivan met Xavier and Vi") == "Ivan Xavier Vi"
+    # a hyphenated word by its capitalised parts: the compound itself is a lexeme of its own
+    # ("huguenot-descend") that a text writing the parts apart never holds
+    assert names_text("Who was a Huguenot-descended maker at Fox-Hall?") == "Who Huguenot Fox Hall"
 
 
 def test_terms_counts_the_query_lexemes(diary: pgcite.Collection) -> None:

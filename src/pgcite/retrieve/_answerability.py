@@ -83,9 +83,12 @@ _NUMERAL = re.compile(r"X{0,3}(IX|IV|V?I{0,3})")
 
 def names_text(text: str) -> str:
     """The query's capitalised words, for the ``unknown_names`` signal (empty for scripts
-    without capitals, where the signal is 0); roman numerals are not names."""
-    return " ".join(w for w in _WORD.findall(text)
-                    if w[0].isupper() and not _NUMERAL.fullmatch(w))
+    without capitals, where the signal is 0); roman numerals are not names. A hyphenated word
+    counts by its capitalised parts: PostgreSQL's parser also gives the whole compound as a
+    lexeme ("huguenot-descend"), which a collection that writes "Huguenot" and "descended" lacks,
+    so "Huguenot-descended" counted as an unknown name (XQuAD en)."""
+    return " ".join(part for w in _WORD.findall(text) for part in w.split("-")
+                    if part and part[0].isupper() and not _NUMERAL.fullmatch(part))
 
 
 # The signals the keyword leg reads off the question's words (the others come from the legs'

@@ -210,6 +210,9 @@ def test_metadata_words_are_the_writers_name_and_the_sources_years() -> None:
     assert metadata_words("When did Samuel Pepys see the comet?", hits) == ["Samuel", "Pepys"]
     # a year outside the passages' dates is a question about another time: it stays
     assert metadata_words("What did Pepys think in 1690?", hits) == ["Pepys"]
+    # ... unless it bounds the question: "up to 1690" is the time frame a cutoff states
+    assert metadata_words("Who was at Deptford with Pepys up to 1690?", hits) == ["Pepys", "1690"]
+    assert metadata_words("What happened before 1690 or in 1650?", hits) == ["1690"]
     # lower case is not a name; an author the passages do not have is a topic
     assert metadata_words("did pepys eat potatoes?", hits) == []
     assert metadata_words("What did Evelyn write?", hits) == []

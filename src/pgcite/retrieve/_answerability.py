@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pgcite._errors import ConfigError
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._sql import EVIDENCE_DEPTH
+from pgcite.retrieve._when import UPPER_BOUND
 from pgcite.store._collections import CollectionSettings, validate_name
 
 SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", "gap",
@@ -103,8 +104,9 @@ _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
     """The question's words that name what the passages' metadata says, not what their text
     does: a name that is a word of a retrieved passage's author ("Pepys", or "Pepys's", put to
-    passages by "Samuel Pepys") and a year the retrieved passages' dates span ("in 1666" put to
-    entries dated 1660-1668). A journal seldom writes its writer's name or its own years, so in
+    passages by "Samuel Pepys"), a year the retrieved passages' dates span ("in 1666" put to
+    entries dated 1660-1668) and, where the passages are dated, a year that bounds the question
+    from above ("up to 1664", "before 1664": the time frame a cutoff states, not a topic). A journal seldom writes its writer's name or its own years, so in
     the text such a word is unknown and holds a large share of the question's idf mass: read as
     evidence it makes every question about the writer, or about a year of the journal, look
     absent, though it only says whose words, and when, are asked about."""
@@ -117,7 +119,9 @@ def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
     dates = [d for h in hits for d in (h.date_start, h.date_end) if d is not None]
     if dates:
         first, last = min(dates).year, max(dates).year
-        found += [y for y in dict.fromkeys(_YEAR.findall(question)) if first <= int(y) <= last]
+        bounds = set(UPPER_BOUND.findall(question))
+        found += [y for y in dict.fromkeys(_YEAR.findall(question))
+                  if first <= int(y) <= last or y in bounds]
     return found
 
 
@@ -162,7 +166,7 @@ class Wording(NamedTuple):
         parts = []
         if self.left_out:
             parts.append("without the words the metadata says (the writer's name, the "
-                         "sources' years): " + ", ".join(self.left_out))
+                         "sources' years, a bounding year): " + ", ".join(self.left_out))
         if self.respelled:
             parts.append("with names as the passages spell them: " + ", ".join(
                 f"{name} -> {spelling}" for name, spelling in self.respelled.items()))

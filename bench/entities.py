@@ -43,7 +43,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import DATA, RESULTS, ROOT, client, ensure_collection, read_jsonl, write
+from _common import (
+    DATA,
+    RESULTS,
+    ROOT,
+    client,
+    ensure_collection,
+    read_jsonl,
+    run_stamp,
+    stamp_line,
+    write,
+)
 
 import pgcite
 from pgcite.evaluate import Searcher, evaluate, load_golden
@@ -336,10 +346,20 @@ def _answers_markdown(answers: dict[str, Any]) -> list[str]:
     return lines
 
 
+PARTS = ("golden", "whowhere", "answers", "xquad_answers")
+
+
+def _runs(report: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """The run each part of the report comes from (None: a run from before runs were stamped)."""
+    return {p: report.get("runs", {}).get(p) for p in PARTS if p in report}
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Entities on the Pepys diary", "",
              f"Collection `{report['collection']}` ({report['corpus']}); machine shared by "
-             "several jobs: timings are indicative only.", "",
+             "several jobs: timings are indicative only. Each part's run:", "",
+             *(f"- {part}: " + (stamp_line(stamp) if stamp else "an earlier run, not stamped")
+               for part, stamp in _runs(report).items()), "",
              "## Golden set, nDCG@10 per query kind (without the boost, the router's default, "
              "the boost on every question)", "",
              "The router's default boosts only entity questions (asks who/where, or routed "
@@ -406,16 +426,22 @@ def main() -> None:
         }
         kept = (json.loads((out / "summary.json").read_text())
                 if (out / "summary.json").exists() else {})
+        runs = dict(kept.get("runs", {}))
+        stamp = run_stamp()
         if args.answers_only:
             report.update(golden=kept["golden"], whowhere=kept["whowhere"])
         else:
             report.update(golden=golden_side_by_side(col, root / "golden.jsonl"),
                           whowhere=whowhere(col))
+            runs.update(golden=stamp, whowhere=stamp)
         report["answers"] = whowhere_answers(col)
+        runs["answers"] = stamp
         if args.xquad:
             report["xquad_answers"] = xquad_answers(c)
+            runs["xquad_answers"] = stamp
         elif "xquad_answers" in kept:  # measured by an earlier run with --xquad
             report["xquad_answers"] = kept["xquad_answers"]
+        report["runs"] = runs
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     (out / "report.md").write_text(markdown(report))

@@ -246,13 +246,25 @@ def test_respellings_are_the_names_the_passages_write_with_other_accents() -> No
     hits = [_hit(None, "Thomas de Maizière is the Federal Minister of the Interior."),
             _hit(None, "Herr Muller and Zoë Brontë met in Zürich.")]
     assert respellings("Thomas de Maiziere serves what role?", hits) == {"Maiziere": "Maizière"}
-    # either way round, possessives read as the name, each name once
+    # either way round, possessives read as the name, each name once (and "meet" as written)
     assert respellings("Did Müller's wife meet Zoe Bronte in Zurich?", hits) \
-        == {"Müller": "Muller", "Zoe": "Zoë", "Bronte": "Brontë", "Zurich": "Zürich"}
+        == {"Müller": "Muller", "Zoe": "Zoë", "Bronte": "Brontë", "Zurich": "Zürich",
+            "meet": "met"}
     # spelled as the passages spell it, a name the passages lack, a word that is not a name
     assert respellings("Where is Maizière? Who is Rembrandt? What of zurich?", hits) == {}
     # a passage that writes the name as asked: nothing to respell
     assert respellings("Where is Maiziere?", [*hits, _hit(None, "Maiziere said so.")]) == {}
+
+
+def test_respellings_are_irregular_verbs_in_the_form_the_passages_write() -> None:
+    minutes = [_hit(None, "Instruments lent by J. Hartley; the rain began at nine."),
+               _hit(None, "He was lending a globe.")]
+    # "lend" is written "lending" too: the stemmer folds that one, nothing to respell
+    assert respellings("What did Hartley lend?", minutes) == {}
+    assert respellings("What did Hartley lend?", minutes[:1]) == {"lend": "lent"}
+    assert respellings("When did the rain Begin?", minutes) == {"begin": "began"}
+    # a regular verb, a verb the passages do not write, a noun: none
+    assert respellings("What did Hartley borrow or eat? What cost?", minutes) == {}
 
 
 ACCENTS = [{"_id": "interior", "title": "", "text": "Thomas de Maizière serves as the Federal "

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pgcite._errors import ConfigError
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._sql import EVIDENCE_DEPTH
+from pgcite.retrieve._verbs import IRREGULAR
 from pgcite.retrieve._when import UPPER_BOUND
 from pgcite.store._collections import CollectionSettings, validate_name
 
@@ -132,26 +133,41 @@ def _unaccented(word: str) -> str:
 
 
 def respellings(question: str, hits: Sequence[Hit]) -> dict[str, str]:
-    """The question's names that the retrieved passages write with other accents, each mapped
-    to the passages' spelling ("Maiziere" -> "Maizière", "Muller" -> "Müller"). People type a
-    name as their keyboard allows, and PostgreSQL's text-search configurations fold case but not
-    accents, so "Maiziere" is a lexeme the snapshot lacks: counted as an unknown name, it made
-    an archive that names the man look as if it never did (XQuAD en, bench/answers.py)."""
-    wanted: dict[str, str] = {}
+    """The question's words that the retrieved passages write otherwise, each mapped to the
+    passages' form; the keyword leg's statistics would read them as words the passages lack:
+
+    - a name with other accents ("Maiziere" -> "Maizière", "Muller" -> "Müller"): people type a
+      name as their keyboard allows, and PostgreSQL's configurations fold case, not accents (an
+      XQuAD question naming him abstained as if the archive never did);
+    - an irregular verb asked in its base form and written in its past ("What did Hartley
+      lend?" -> "lent", "begin" -> "began"; retrieve/_verbs.py): Snowball folds "lends" and
+      "lending" into "lend", never "lent", and questions ask with "did" and the base form while
+      letters, journals and minutes narrate in the past.
+
+    A word some retrieved passage writes as asked (a verb also in its regular forms) needs
+    none."""
+    names: dict[str, str] = {}
     for word in names_text(question).split():
         name = _POSSESSIVE.sub("", word)
-        wanted.setdefault(_unaccented(name), name)
+        names.setdefault(_unaccented(name), name)
+    verbs = [w for w in dict.fromkeys(x.casefold() for x in _WORD.findall(question))
+             if IRREGULAR.get(w)]
+    written = {form: v for v in verbs for form in IRREGULAR[v]}
+    as_asked_forms = {form: v for v in verbs for form in (v, v + "s", v + "es", v + "ing")}
     found: dict[str, str] = {}
-    as_asked: set[str] = set()  # a name some passage writes as the question does needs none
+    as_asked: set[str] = set()
     for hit in hits:
         for word in _WORD.findall(hit.body):
-            asked = wanted.get(_unaccented(word))
-            if asked is None:
-                continue
-            if word.casefold() == asked.casefold():
-                as_asked.add(asked)
-            else:
-                found.setdefault(asked, word)
+            folded = word.casefold()
+            if (verb := as_asked_forms.get(folded)) is not None:
+                as_asked.add(verb)
+            elif (verb := written.get(folded)) is not None:
+                found.setdefault(verb, folded)
+            elif (named := names.get(_unaccented(word))) is not None:
+                if folded == named.casefold():
+                    as_asked.add(named)
+                else:
+                    found.setdefault(named, word)
     return {asked: word for asked, word in found.items() if asked not in as_asked}
 
 
@@ -159,7 +175,7 @@ class Wording(NamedTuple):
     """What :func:`read_wording` changed in the question before reading its wording signals."""
 
     left_out: list[str]  # metadata words (:func:`metadata_words`)
-    respelled: dict[str, str]  # names as the passages spell them (:func:`respellings`)
+    respelled: dict[str, str]  # words as the passages write them (:func:`respellings`)
 
     def describe(self) -> str:
         """One clause for the answer's trace (empty when nothing changed)."""
@@ -168,7 +184,7 @@ class Wording(NamedTuple):
             parts.append("without the words the metadata says (the writer's name, the "
                          "sources' years, a bounding year): " + ", ".join(self.left_out))
         if self.respelled:
-            parts.append("with names as the passages spell them: " + ", ".join(
+            parts.append("with words as the passages write them: " + ", ".join(
                 f"{name} -> {spelling}" for name, spelling in self.respelled.items()))
         return "; ".join(parts)
 
@@ -177,7 +193,7 @@ def read_wording(question: str, result: SearchResult,
                  keyword_search: Callable[[str], SearchResult]) -> tuple[SearchResult, Wording]:
     """``result`` with the wording signals (:data:`WORDING_SIGNALS`) read off the question as
     the passages would write it: without its metadata words (:func:`metadata_words`) and with
-    its names spelled as the retrieved passages spell them (:func:`respellings`), by
+    its words written as the retrieved passages write them (:func:`respellings`), by
     ``keyword_search`` of that text (one keyword-only statement, no embedding); unchanged when
     neither applies."""
     wording = Wording(metadata_words(question, result.hits), respellings(question, result.hits))
@@ -185,7 +201,7 @@ def read_wording(question: str, result: SearchResult,
         return result, wording
     text = question
     for name, spelling in wording.respelled.items():
-        text = re.sub(rf"\b{re.escape(name)}\b", spelling, text)
+        text = re.sub(rf"\b{re.escape(name)}\b", spelling, text, flags=re.IGNORECASE)
     if wording.left_out:
         pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, wording.left_out))
                              + r")(?:['’]s)?\b")

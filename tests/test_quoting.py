@@ -19,7 +19,7 @@ from pgcite.answer import ContextPassage, GenerationRequest, split_sentences
 from pgcite.answer._context import render_passage
 from pgcite.answer._dates import iso_stated, spoken
 from pgcite.answer._precise import PreciseGenerator, PreciseOptions
-from pgcite.answer._roles import frame_role, quotable
+from pgcite.answer._roles import frame_role, heads_a_list, quotable
 from pgcite.evaluate._answers import first_quote
 
 JOURNAL = Path(__file__).parent / "fixtures" / "journal" / "entries.jsonl"
@@ -37,9 +37,37 @@ ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
     ("Your loving sister,", "signature"), ("I remain, dear Sir, yours faithfully,", "signature"),
     ("Your humble servant, S. P.", "signature"),
     ("So to bed.", "fragment"), ("Thence home.", "fragment"),
+    # a list item is judged without its marker: a short one is a title, "- A. M." a signature
+    ("- The large celestial globe", "heading"), ("- A. M.", "signature"),
+    ("* Two barometers in oak cases", "heading"),
 ])
 def test_frames_are_recognised(sentence: str, role: str) -> None:
     assert frame_role(sentence) == role
+
+
+def test_a_headed_list_is_quoted_by_its_items() -> None:
+    from pgcite.answer._precise import PreciseGenerator
+    from pgcite.answer._types import ContextPassage
+
+    text = ("Inventory of instruments lent by J. Hartley to the Society\n"
+            "- One brass telescope, three feet long, with its tripod\n- Two barometers\n"
+            "The above were received back in good order on the tenth of May.")
+    passage = ContextPassage(id="inv", author=None, date=None, text=text, rank=1)
+    found = PreciseGenerator().select("What instruments did Hartley lend?", [passage])
+    # the items, found by the heading's words, quoted; the heading never
+    assert found[0].text.startswith("- One brass telescope") and "Two barometers" in found[0].text
+    assert not any(s.text.startswith("Inventory") for s in found)
+
+
+def test_a_line_over_a_list_is_its_heading() -> None:
+    title = "Inventory of instruments lent by J. Hartley to the Philosophical Society"
+    assert quotable(title)  # alone, eleven words are a sentence cut short
+    assert heads_a_list(title, "- One brass telescope, three feet long, with its tripod")
+    assert heads_a_list(title, "1. Two barometers")
+    # closed by a full stop it says something; over a sentence it is no list's
+    assert not heads_a_list(title + ".", "- One brass telescope")
+    assert not heads_a_list(title, "The telescope came back in May.")
+    assert not heads_a_list(title, None)
 
 
 @pytest.mark.parametrize("sentence", [
@@ -49,6 +77,9 @@ def test_frames_are_recognised(sentence: str, role: str) -> None:
     "Up betimes and to the office, where all the morning busy with Sir W. Batten.",  # no verb,
     "The defense gave up just 308 points.",  # ... but long: Pepys's elided verbs are his words
     "In 1855 the light was raised.",
+    # a list item is not a signature for its dash (OCR of an inventory, bench/ocr.py)
+    "- One brass telescope, three feet long, with its tripod",
+    "2. The barometers were returned in their oak cases.",
     "يتسع الملعب لسبعين ألف شخص.",  # Arabic: only the shape tests apply
     "يشير حرف Q إلى العصر الجيولوجي الرباعي.",  # one capital letter is not a heading in capitals
 ])

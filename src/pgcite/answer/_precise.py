@@ -32,13 +32,14 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
+from itertools import takewhile
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite.answer._extractive import _STOPWORDS, SentenceQuoter, _stem
 from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
-from pgcite.answer._roles import quotable
+from pgcite.answer._roles import heads_a_list, is_list_item, quotable
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
@@ -142,9 +143,7 @@ class PreciseGenerator(SentenceQuoter):
 
     def select(self, question: str, passages: list[ContextPassage]) -> list[Sentence]:
         """The sentences to quote, best first."""
-        sentences = [Sentence(p, i, s, tuple(terms(s, self.language)))
-                     for p in passages for i, s in enumerate(split_sentences(p.text))
-                     if quotable(s, self.language)]  # never a heading, date line, signature
+        sentences = [s for p in passages for s in self._candidates(p)]
         if not sentences:
             return []
         scores = self.scores(question, sentences)
@@ -153,6 +152,25 @@ class PreciseGenerator(SentenceQuoter):
         order = sorted(range(len(sentences)), key=lambda i: (-scores[i],
                        sentences[i].passage.rank, sentences[i].position))
         return self._pick([sentences[i] for i in order], [scores[i] for i in order])
+
+    def _candidates(self, passage: ContextPassage) -> list[Sentence]:
+        """The passage's quotable sentences: never a heading, date line or signature. A list
+        under its heading is one candidate, its items quoted, matched by the heading's words
+        too ("What instruments did Hartley lend?" is answered by the items of "Inventory of
+        instruments lent by J. Hartley", which name none of the question's words)."""
+        parts = split_sentences(passage.text)
+        out: list[Sentence] = []
+        in_list: set[int] = set()
+        for i, text in enumerate(parts):
+            if heads_a_list(text, parts[i + 1] if i + 1 < len(parts) else None):
+                items = list(takewhile(is_list_item, parts[i + 1:]))
+                in_list.update(range(i + 1, i + 1 + len(items)))
+                quoted = " ".join(items)
+                out.append(Sentence(passage, i, quoted,
+                                    tuple(terms(f"{text} {quoted}", self.language))))
+            elif i not in in_list and quotable(text, self.language):
+                out.append(Sentence(passage, i, text, tuple(terms(text, self.language))))
+        return out
 
     def scores(self, question: str, sentences: list[Sentence]) -> list[float] | None:
         """Each sentence's weighted score (None: nothing ties any sentence to the question)."""

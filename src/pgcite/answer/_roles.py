@@ -48,6 +48,9 @@ _CLOSING = re.compile("^(?:" + "|".join((
     r"(?:with\s+)?(?:all\s+my\s+|much\s+)?(?:love|regards|best\s+wishes|thanks)\s*[,.]",
     r"signed\b",
 )) + ")", re.IGNORECASE)
+# A list item's marker ("- ", "* ", "• ", "3. "): what follows is judged as a line of its own.
+# Read as a dash before a name, "- One brass telescope, three feet long" was a signature.
+_LIST_ITEM = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+(?=\S)")
 # A signed name: initials ("J. H.", "J. Hartley"), or a name after a dash ("— Hartley").
 _NAME_LINE = re.compile(r"^(?:[—–\-~]+\s*)?(?:[A-Z]\.\s*){1,3}(?:[A-Z][a-z’']+\.?)?$"
                         r"|^[—–\-~]+\s*(?:[A-Z][a-z’'.]*\s*){1,3}$")
@@ -99,7 +102,7 @@ _LINKS = frozenset(_LINK_TEXT.split())
 
 def frame_role(sentence: str, language: str = "english") -> Role | None:
     """The sentence's framing role, or None for a statement worth quoting."""
-    text = sentence.strip()
+    text = _LIST_ITEM.sub("", sentence.strip())
     if not text:
         return "fragment"
     bare = text.lstrip("#>*_ \t").rstrip("*_ \t")
@@ -128,6 +131,19 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
 def quotable(sentence: str, language: str = "english") -> bool:
     """May the answerer quote this sentence (alone, or first)?"""
     return frame_role(sentence, language) is None
+
+
+def is_list_item(line: str) -> bool:
+    """A line that starts with a list marker ("- ", "* ", "• ", "3. ")."""
+    return _LIST_ITEM.match(line.strip()) is not None
+
+
+def heads_a_list(line: str, following: str | None) -> bool:
+    """A line that nothing closes, followed by a list item, is that list's heading however long
+    ("Inventory of instruments lent by J. Hartley to the Philosophical Society" over "- One
+    brass telescope …"): it names what the list holds and says none of it."""
+    return (following is not None and is_list_item(following)
+            and not line.strip().endswith(tuple(_CLOSING_MARKS)))
 
 
 def _capitals(text: str) -> bool:

@@ -57,6 +57,9 @@ def test_a_headed_list_is_quoted_by_its_items() -> None:
     # the items, found by the heading's words, quoted; the heading never
     assert found[0].text.startswith("- One brass telescope") and "Two barometers" in found[0].text
     assert not any(s.text.startswith("Inventory") for s in found)
+    # the list is one candidate: no item again on its own, nor a list of the later items
+    assert [s.text for s in found].count(found[0].text) == 1
+    assert not any(s.text.startswith("- Two barometers") for s in found)
 
 
 def test_a_line_over_a_list_is_its_heading() -> None:
@@ -68,6 +71,7 @@ def test_a_line_over_a_list_is_its_heading() -> None:
     assert not heads_a_list(title + ".", "- One brass telescope")
     assert not heads_a_list(title, "The telescope came back in May.")
     assert not heads_a_list(title, None)
+    assert not heads_a_list("- Mr Edward Baines, treasurer", "- Dr Charles Thackrah")  # an item
 
 
 @pytest.mark.parametrize("sentence", [

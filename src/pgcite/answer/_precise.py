@@ -162,13 +162,15 @@ class PreciseGenerator(SentenceQuoter):
         out: list[Sentence] = []
         in_list: set[int] = set()
         for i, text in enumerate(parts):
+            if i in in_list:
+                continue
             if heads_a_list(text, parts[i + 1] if i + 1 < len(parts) else None):
                 items = list(takewhile(is_list_item, parts[i + 1:]))
                 in_list.update(range(i + 1, i + 1 + len(items)))
                 quoted = " ".join(items)
                 out.append(Sentence(passage, i, quoted,
                                     tuple(terms(f"{text} {quoted}", self.language))))
-            elif i not in in_list and quotable(text, self.language):
+            elif quotable(text, self.language):
                 out.append(Sentence(passage, i, text, tuple(terms(text, self.language))))
         return out
 

@@ -142,7 +142,7 @@ def heads_a_list(line: str, following: str | None) -> bool:
     """A line that nothing closes, followed by a list item, is that list's heading however long
     ("Inventory of instruments lent by J. Hartley to the Philosophical Society" over "- One
     brass telescope …"): it names what the list holds and says none of it."""
-    return (following is not None and is_list_item(following)
+    return (following is not None and is_list_item(following) and not is_list_item(line)
             and not line.strip().endswith(tuple(_CLOSING_MARKS)))
 
 

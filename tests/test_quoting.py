@@ -62,6 +62,17 @@ def test_a_headed_list_is_quoted_by_its_items() -> None:
     assert not any(s.text.startswith("- Two barometers") for s in found)
 
 
+@pytest.mark.parametrize(("question", "several"), [
+    ("What instruments did Hartley lend?", True), ("Which other members came?", True),
+    ("What does he say?", False), ("What did his wife buy?", False),
+    ("What was the cost?", False), ("What is the annual subscription?", False),
+])
+def test_a_plural_after_what_asks_for_several(question: str, several: bool) -> None:
+    from pgcite.answer._qtype import asks_for_several
+
+    assert asks_for_several(question) is several
+
+
 def test_a_line_over_a_list_is_its_heading() -> None:
     title = "Inventory of instruments lent by J. Hartley to the Philosophical Society"
     assert quotable(title)  # alone, eleven words are a sentence cut short

@@ -38,7 +38,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite.answer._extractive import _STOPWORDS, SentenceQuoter, _stem
-from pgcite.answer._qtype import cue_applies, has_answer_type, question_kind
+from pgcite.answer._qtype import asks_for_several, cue_applies, has_answer_type, question_kind
 from pgcite.answer._roles import heads_a_list, is_list_item, quotable
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage
@@ -98,6 +98,7 @@ class Sentence:
     position: int
     text: str
     terms: tuple[str, ...]
+    heading: str = ""  # a list's heading: part of what the list means, not of what is quoted
 
 
 def terms(text: str, language: str) -> list[str]:
@@ -169,7 +170,7 @@ class PreciseGenerator(SentenceQuoter):
                 in_list.update(range(i + 1, i + 1 + len(items)))
                 quoted = " ".join(items)
                 out.append(Sentence(passage, i, quoted,
-                                    tuple(terms(f"{text} {quoted}", self.language))))
+                                    tuple(terms(f"{text} {quoted}", self.language)), text))
             elif quotable(text, self.language):
                 out.append(Sentence(passage, i, text, tuple(terms(text, self.language))))
         return out
@@ -196,8 +197,9 @@ class PreciseGenerator(SentenceQuoter):
         asked = [t for t in terms(question, self.language) if t not in authors]
         lexical = _scaled(_bm25(asked, [s.terms for s in sentences]))
         kind = question_kind(question)
-        cue = [float(has_answer_type(kind, s.text)) if cue_applies(kind) else 0.0
-               for s in sentences]
+        several = asks_for_several(question)  # "What instruments …?": a list is that shape
+        cue = [float(has_answer_type(kind, s.text)) if cue_applies(kind)
+               else float(several and bool(s.heading)) for s in sentences]
         rank = [1 / s.passage.rank for s in sentences]
         periods = asked_periods(question)  # 1: the passage is dated in a period asked about
         when = [float(overlaps(periods, _day(s.passage.date), _day(s.passage.date_end)))
@@ -218,7 +220,8 @@ class PreciseGenerator(SentenceQuoter):
             return None
         top = sorted(range(len(sentences)), key=lambda i: -cheap[i])[: self.options.embed_top]
         query = self.embedder.embed_query(question).reshape(-1)
-        matrix = self.embedder.embed_documents([sentences[i].text for i in top])  # one call
+        matrix = self.embedder.embed_documents(  # one call; a list read with its heading
+            [f"{sentences[i].heading} {sentences[i].text}".strip() for i in top])
         found = dict(zip(top, (float(v) for v in np.asarray(matrix) @ query), strict=True))
         floor = min(found.values())
         return _scaled([found.get(i, floor) for i in range(len(sentences))])

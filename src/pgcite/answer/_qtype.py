@@ -62,5 +62,19 @@ def has_answer_type(kind: str, sentence: str) -> bool:
     return False
 
 
+# "What instruments …", "Which other members …": a plural noun after what/which asks for several
+# things, which a list holds (not "What does …", "What did his …").
+_SEVERAL = re.compile(r"^\s*(?:what|which)\s+(?:[a-z]+\s+)?([a-z]{3,}s)\b", re.IGNORECASE)
+_NOT_PLURAL = frozenset(("does", "was", "has", "this", "his", "its", "hers", "ours", "yours",
+                         "theirs", "thus", "always", "perhaps", "happens", "means", "goes", "says"))
+
+
+def asks_for_several(question: str) -> bool:
+    """Does the question ask for several things ("What instruments did Hartley lend?")?"""
+    match = _SEVERAL.search(question)
+    return (match is not None and match[1].casefold() not in _NOT_PLURAL
+            and not match[1].casefold().endswith("ss"))
+
+
 def cue_applies(kind: str) -> bool:
     return kind in ("when", "how many", "who")

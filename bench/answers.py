@@ -405,14 +405,14 @@ def unseen(c: pgcite.Client, command: str, only: Sequence[str] | None = None
         for name, how, revert in passes:
             records = []
             neighbours = DEFAULT_NEIGHBOURS if revert.neighbours is None else revert.neighbours
-            changes = revert.precise
             for query in queries:
                 started = time.perf_counter()
                 answer = col.answer(query.text, filters={"cutoff": query.cutoff},
                                     options={"neighbours": neighbours},
                                     snapshot_id=view.snapshot.snapshot_id,
                                     stages=revert.stages or None,
-                                    wrap_generator=with_options(changes) if changes else None)
+                                    wrap_generator=(with_options(revert.precise)
+                                                    if revert.precise else None))
                 records.append(score_answer(
                     query, answer=answer.answer, abstained=answer.abstained,
                     cited=answer.citations, passages=passages,

@@ -295,9 +295,10 @@ def _with_neighbours(run: _Run, hits: list[Hit]) -> list[Hit]:
     answerer may quote and cite. Ranked by their new position instead, the neighbours pushed
     the 2nd to 5th retrieved passages down (2 -> 3 or 4 …), and the answerer's rank signal then
     weighed their sentences less: SciFact's answers changed citations where no neighbour was
-    quoted (docs/answers.md). They come from the answer's snapshot under its filters (``run.neighbours``), so a
-    neighbour after the cutoff or outside the corpora is never given, so never cited. Called
-    after the abstention decision: they change what is quoted, never whether to answer."""
+    quoted (docs/answers.md). They come from the answer's snapshot under its filters
+    (``run.neighbours``), so a neighbour after the cutoff or outside the corpora is never given,
+    so never cited. Called after the abstention decision: they change what is quoted, never
+    whether to answer."""
     if run.neighbours is None or not hits:
         return hits
     started = time.perf_counter()

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from itertools import takewhile
@@ -44,6 +43,7 @@ from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
 from pgcite.index import idf_value, weight_value
+from pgcite.retrieve._query_text import unaccented
 from pgcite.retrieve._when import asked_periods, overlaps
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
@@ -103,9 +103,7 @@ class Sentence:
 
 def terms(text: str, language: str) -> list[str]:
     """Index words of ``text`` for the collection's text-search language."""
-    bare = "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold())
-                   if unicodedata.category(ch) != "Mn")
-    words = [w.replace("’", "'") for w in _WORD.findall(bare)]
+    words = [w.replace("’", "'") for w in _WORD.findall(unaccented(text))]
     if language == "english":
         return [_stem(w) for w in words if w not in _STOPWORDS and (len(w) > 1 or w.isdigit())]
     if language == "arabic":

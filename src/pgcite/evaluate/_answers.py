@@ -26,6 +26,7 @@ from pgcite.answer._roles import Role, frame_role
 from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import Answer
 from pgcite.evaluate._golden import GoldenQuery, GoldenSet
+from pgcite.retrieve._query_text import unaccented
 from pgcite.retrieve._view import SearchView
 
 _CITATION = re.compile(r"\[[^\[\]\n]*\]")
@@ -69,9 +70,7 @@ def strip_citations(text: str) -> str:
 
 def normalize(text: str) -> str:
     """Casefolded words without punctuation or combining marks (Arabic vowel signs too)."""
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    kept = (" " if unicodedata.category(ch)[0] in "PSZ" else ch for ch in decomposed
-            if unicodedata.category(ch) != "Mn")
+    kept = (" " if unicodedata.category(ch)[0] in "PSZ" else ch for ch in unaccented(text))
     return " ".join("".join(kept).split())
 
 

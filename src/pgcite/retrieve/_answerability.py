@@ -34,7 +34,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any, NamedTuple
@@ -46,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from pgcite._errors import ConfigError
 from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite.retrieve._query_text import unaccented
 from pgcite.retrieve._sql import EVIDENCE_DEPTH
 from pgcite.retrieve._verbs import IRREGULAR
 from pgcite.retrieve._when import UPPER_BOUND
@@ -107,10 +107,11 @@ def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
     does: a name that is a word of a retrieved passage's author ("Pepys", or "Pepys's", put to
     passages by "Samuel Pepys"), a year the retrieved passages' dates span ("in 1666" put to
     entries dated 1660-1668) and, where the passages are dated, a year that bounds the question
-    from above ("up to 1664", "before 1664": the time frame a cutoff states, not a topic). A journal seldom writes its writer's name or its own years, so in
-    the text such a word is unknown and holds a large share of the question's idf mass: read as
-    evidence it makes every question about the writer, or about a year of the journal, look
-    absent, though it only says whose words, and when, are asked about."""
+    from above ("up to 1664", "before 1664": the time frame a cutoff states, not a topic). A
+    journal seldom writes its writer's name or its own years, so in the text such a word is
+    unknown and holds a large share of the question's idf mass: read as evidence it makes every
+    question about the writer, or about a year of the journal, look absent, though it only says
+    whose words, and when, are asked about."""
     authors = {w.casefold() for h in hits if h.author for w in _WORD.findall(h.author)}
     found: list[str] = []
     for word in names_text(question).split():
@@ -124,12 +125,6 @@ def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
         found += [y for y in dict.fromkeys(_YEAR.findall(question))
                   if first <= int(y) <= last or y in bounds]
     return found
-
-
-def _unaccented(word: str) -> str:
-    """``word`` case-folded without its accents ("Maizière" -> "maiziere")."""
-    return "".join(ch for ch in unicodedata.normalize("NFKD", word.casefold())
-                   if not unicodedata.combining(ch))
 
 
 def respellings(question: str, hits: Sequence[Hit]) -> dict[str, str]:
@@ -149,7 +144,7 @@ def respellings(question: str, hits: Sequence[Hit]) -> dict[str, str]:
     names: dict[str, str] = {}
     for word in names_text(question).split():
         name = _POSSESSIVE.sub("", word)
-        names.setdefault(_unaccented(name), name)
+        names.setdefault(unaccented(name), name)
     verbs = [w for w in dict.fromkeys(x.casefold() for x in _WORD.findall(question))
              if IRREGULAR.get(w)]
     written = {form: v for v in verbs for form in IRREGULAR[v]}
@@ -163,7 +158,7 @@ def respellings(question: str, hits: Sequence[Hit]) -> dict[str, str]:
                 as_asked.add(verb)
             elif (verb := written.get(folded)) is not None:
                 found.setdefault(verb, folded)
-            elif (named := names.get(_unaccented(word))) is not None:
+            elif (named := names.get(unaccented(word))) is not None:
                 if folded == named.casefold():
                     as_asked.add(named)
                 else:

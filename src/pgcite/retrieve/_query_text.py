@@ -8,6 +8,7 @@ answer). Quoted phrases and ``-term`` exclusions keep web-search semantics: they
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 _PHRASE = re.compile(r'"([^"]+)"')
@@ -28,3 +29,12 @@ def parse_query(text: str) -> ParsedQuery:
     parts = [f'"{p}"' for p in phrases] + [f"-{term}" for term in negated]
     ranking = " ".join(ranking.split())
     return ParsedQuery(ranking_text=ranking, constraint=" ".join(parts) or None)
+
+
+def unaccented(text: str) -> str:
+    """``text`` case-folded, decomposed (NFKD) and without its combining marks: "Maizière" ->
+    "maiziere", Arabic without its vowel signs. The one fold for comparing words as typed with
+    words as written (the answerer's sentence terms, the answerability respellings, the answer
+    benchmark's gold strings)."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold())
+                   if unicodedata.category(ch) != "Mn")

@@ -36,6 +36,8 @@ ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
     ("Yours ever, A. M.", "signature"), ("A. M.", "signature"), ("— A. M.", "signature"),
     ("Your loving sister,", "signature"), ("I remain, dear Sir, yours faithfully,", "signature"),
     ("Your humble servant, S. P.", "signature"),
+    ("Believe me, dear Ellen, yours faithfully, C. B.", "signature"),
+    ("Friday, 4 o'clock p.m.", "date"), ("11 P.M.", "date"),
     ("So to bed.", "fragment"), ("Thence home.", "fragment"),
     # a list item is judged without its marker: a short one is a title, "- A. M." a signature
     ("- The large celestial globe", "heading"), ("- A. M.", "signature"),

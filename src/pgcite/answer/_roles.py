@@ -30,8 +30,10 @@ _MONTHS = ("january february march april may june july august september october 
            "يناير فبراير مارس أبريل مايو يونيو يوليو أغسطس سبتمبر أكتوبر نوفمبر ديسمبر")
 _DAYS = ("monday tuesday wednesday thursday friday saturday sunday mon tue tues wed thu thur "
          "thurs fri sat sun morning afternoon evening night noon midnight day lord’s lord's "
-         "today yesterday a.d ad bc anno domini of the and to st nd rd th")
+         "today yesterday a.d ad bc anno domini of the and to st nd rd th o'clock o’clock")
 _DATE_WORDS = frozenset((_MONTHS + " " + _DAYS).split())
+# "a.m." and "p.m." in a clock time ("Friday, 4 o'clock p.m."), read apart from initials ("A. M.")
+_CLOCK = re.compile(r"(?<=\d)\s*[ap]\.?m\.?|(?<=o'clock|o’clock)\s*[ap]\.m\.", re.IGNORECASE)
 _ORDINAL = re.compile(r"^\d{1,4}(?:st|nd|rd|th|d)?$|^[ivxlc]+$|^[٠-٩]+$")
 _SALUTATION = re.compile(
     r"^(?:(?:my\s+)?(?:dear(?:est)?|beloved|honou?red|respected)\b|to\s+whom\b|"
@@ -45,6 +47,7 @@ _CLOSING = re.compile("^(?:" + "|".join((
     rf"your\s+(?:\w+\s+){{0,3}}{_KIN}\b",  # "Your loving sister", "Your humble servant"
     rf"{_ADVERBS}\s*[,.]",  # "Sincerely,"
     r"i\s+(?:am|remain)\b[^.!?]{0,40}\b(?:yours|your\s)",  # "I remain, dear Sir, yours …"
+    r"believe\s+me\b[^.!?]{0,40}\b(?:yours|your\s)",  # "Believe me, dear Ellen, yours …"
     r"(?:with\s+)?(?:all\s+my\s+|much\s+)?(?:love|regards|best\s+wishes|thanks)\s*[,.]",
     r"signed\b",
 )) + ")", re.IGNORECASE)
@@ -110,7 +113,8 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
     if (text.startswith("#") and len(words) <= 2 * HEADING_MAX_WORDS) or (
             len(words) <= HEADING_MAX_WORDS and _capitals(text)):
         return "heading"
-    if words and all(w in _DATE_WORDS or _ORDINAL.match(w) for w in words):
+    when = _WORD.findall(_CLOCK.sub(" ", bare).casefold())
+    if when and all(w in _DATE_WORDS or _ORDINAL.match(w) for w in when):
         return "date"
     if language == "english" and len(words) <= HEADING_MAX_WORDS + 4:
         if _SALUTATION.match(bare):

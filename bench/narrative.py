@@ -30,6 +30,12 @@ Variants (docs/answers.md, "Fact and paraphrase questions on narrative text"):
 - ``docfusion``: an entry's passages scored together: the default's top 50 passages grouped by
   document, a document scored by the sum of its passages' fused scores (CombSUM), and each
   document's best passage kept, in that order.
+- ``bridge``: each question word the collection never writes (no keyword hit) read also as
+  its nearest words, by the collection's embedding model, among the words of the vector leg's
+  top 20 passages (at most 2 a word, cosine >= 0.5), added to the keyword text; the vector leg
+  keeps the question's own vector. Paraphrase questions ask in words the diary lacks
+  ("blaze", "monarch", "hairpiece"); the vector leg's passages hold the diary's ("fire",
+  "king", "periwig"), and unlike RM3 only words close to one of the question's are taken.
 - ``aliases``: the names the question mentions expanded, on the keyword leg, with every
   spelling the entity graph stores for them (aliases and mentions: "Sir W. Pen", "Sir William
   Penn"); collections without entities search as the default.
@@ -194,6 +200,61 @@ def rm3(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
                        options=pgcite.SearchOptions(top_k=top_k), query_vector=vector)
 
 
+BRIDGE_POOL = 20
+BRIDGE_WORDS = 2
+BRIDGE_SIMILARITY = 0.5
+_word_vectors: dict[str, Any] = {}
+
+
+def _words_embedded(view: SearchView, words: list[str]) -> Any:
+    import numpy as np
+
+    assert view.embedder is not None
+    missing = [w for w in words if w not in _word_vectors]
+    if missing:
+        _word_vectors.update(zip(missing, np.asarray(view.embedder.embed_documents(missing)),
+                                 strict=True))
+    return np.stack([_word_vectors[w] for w in words])
+
+
+def bridge_terms(view: SearchView, query: GoldenQuery, pool: Sequence[Hit]) -> list[str]:
+    """The collection's words nearest each question word it never writes (see ``bridge``)."""
+    from pgcite.answer._extractive import _STOPWORDS, _stem
+
+    filters = Filters(cutoff=query.cutoff)
+    asked = list(dict.fromkeys(w.casefold() for w in _WORD.findall(query.text)
+                               if len(w) >= 4 and w.casefold() not in _STOPWORDS))
+    unknown = [w for w in asked if not view.search(
+        w, filters=filters, options=pgcite.SearchOptions(top_k=1, mode="keyword")).hits]
+    stems = {_stem(w) for w in asked}
+    found = sorted({w.casefold() for h in pool for w in _WORD.findall(h.body)
+                    if len(w) >= 4 and w.casefold() not in _STOPWORDS
+                    and _stem(w.casefold()) not in stems})
+    if not unknown or not found:
+        return []
+    similar = _words_embedded(view, unknown) @ _words_embedded(view, found).T
+    out: list[str] = []
+    for row in similar:
+        out += [found[j] for j in row.argsort()[::-1][:BRIDGE_WORDS]
+                if row[j] >= BRIDGE_SIMILARITY and found[j] not in out]
+    return out
+
+
+def bridge(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
+    assert view.embedder is not None
+    vector = view.embedder.embed_query(query.text).reshape(-1)
+    filters = Filters(cutoff=query.cutoff)
+    pool = view.search(query.text, filters=filters, query_vector=vector,
+                       options=pgcite.SearchOptions(top_k=BRIDGE_POOL, mode="vector"))
+    terms = bridge_terms(view, query, pool.hits)
+    if not terms:
+        return default(view, query, top_k)
+    if query.kind in ("paraphrase", "fact"):
+        print(f"    bridge {query.id}: {' '.join(terms)}", file=sys.stderr)
+    return view.search(f"{query.text} {' '.join(terms)}", filters=filters,
+                       options=pgcite.SearchOptions(top_k=top_k), query_vector=vector)
+
+
 def docfusion(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
     deep = default(view, query, max(FUSION_DEPTH, top_k))
     scores: dict[str, float] = defaultdict(float)
@@ -277,7 +338,7 @@ def before(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
 
 VARIANTS: dict[str, Search] = {"before": before, "default": default, "rm3": rm3, "e5": default,
                                "neighbours": default, "docfusion": docfusion, "aliases": aliases,
-                               "siblings": siblings, "chunks128": default, "chunks64": default}
+                               "siblings": siblings, "bridge": bridge, "chunks128": default, "chunks64": default}
 CHUNK_VARIANTS = {"chunks128": 128, "chunks64": 64}  # variant -> the collection's chunk_tokens
 
 

@@ -338,7 +338,8 @@ def before(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
 
 VARIANTS: dict[str, Search] = {"before": before, "default": default, "rm3": rm3, "e5": default,
                                "neighbours": default, "docfusion": docfusion, "aliases": aliases,
-                               "siblings": siblings, "bridge": bridge, "chunks128": default, "chunks64": default}
+                               "siblings": siblings, "bridge": bridge, "chunks128": default,
+                               "chunks64": default}
 CHUNK_VARIANTS = {"chunks128": 128, "chunks64": 64}  # variant -> the collection's chunk_tokens
 
 

@@ -38,12 +38,15 @@ ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
     ("Your humble servant, S. P.", "signature"),
     ("Believe me, dear Ellen, yours faithfully, C. B.", "signature"),
     ("Friday, 4 o'clock p.m.", "date"), ("11 P.M.", "date"),
+    ("— Yours ever, A. M.", "signature"), ("— Hartley", "signature"),
+    # a dash before a statement is no signature: the entry after its date line
+    ("— Walked to the mill with Hartley and saw the flood.", None),
     ("So to bed.", "fragment"), ("Thence home.", "fragment"),
     # a list item is judged without its marker: a short one is a title, "- A. M." a signature
     ("- The large celestial globe", "heading"), ("- A. M.", "signature"),
     ("* Two barometers in oak cases", "heading"),
 ])
-def test_frames_are_recognised(sentence: str, role: str) -> None:
+def test_frames_are_recognised(sentence: str, role: str | None) -> None:
     assert frame_role(sentence) == role
 
 

@@ -74,3 +74,17 @@ def test_answers_over_hard_wrapped_text_quote_whole_sentences() -> None:
         passages=[passage], abstention_text="none"))
     assert "“The first portable model was small enough that it could run for a whole day on " \
            "one battery.” [p1]" in text
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("March 22. — Walked to the mill with Hartley.",
+     ["March 22.", "Walked to the mill with Hartley."]),
+    ("Saturday, 14th.—Rode to the village.", ["Saturday, 14th.", "Rode to the village."]),
+    ("It was 3 p.m.—late. We dined.", ["It was 3 p.m.—late.", "We dined."]),
+    ("Yours ever,\n— A. M.", ["Yours ever,", "A. M."]),
+])
+def test_a_date_line_joined_by_a_dash_is_a_sentence_of_its_own(text: str,
+                                                              expected: list[str]) -> None:
+    """Journals of the 19th century write "March 22.—Walked …": the date line and the entry on
+    one line, joined by a dash, which the entry's sentence does not keep."""
+    assert split_sentences(text) == expected

@@ -41,8 +41,10 @@ _SALUTATION = re.compile(
 _ADVERBS = r"(?:ever|always|very\s+truly|truly|sincerely|faithfully|affectionately|" \
     r"respectfully|cordially|gratefully|obediently)"
 _KIN = r"(?:servant|friend|brother|sister|son|daughter|wife|husband|father|mother|cousin)"
-_CLOSING = re.compile("^(?:" + "|".join((
-    r"[—–\-~]+\s*\S",  # "— A. M."
+# A closing formula, after a dash or not ("— Yours ever"). A dash alone makes no signature:
+# "— Walked to the mill with Hartley." is a journal's entry after its date line; a signed name
+# after a dash is _NAME_LINE's.
+_CLOSING = re.compile(r"^(?:[—–\-~]+\s*)?(?:" + "|".join((
     rf"(?:{_ADVERBS}\s+)*yours\b",  # "Yours ever", "Ever yours"
     rf"your\s+(?:\w+\s+){{0,3}}{_KIN}\b",  # "Your loving sister", "Your humble servant"
     rf"{_ADVERBS}\s*[,.]",  # "Sincerely,"

@@ -5,7 +5,8 @@ A passage is first cut into paragraphs at blank lines. Inside a paragraph a line
 line opens a block of its own (a list item, a heading, a quote, a table row) or the line before
 it is a title (a heading, or short with no closing punctuation). A sentence then ends at
 ``. ! ? ؟ ۔`` (with closing quotes, brackets and citations ``[id]`` kept on it) followed by
-space, and at the CJK marks ``。！？`` without any — but not after an initial ("Sir W. Pen"), a
+space or a dash (a journal's "March 22.—Walked to the mill": the dash is left off the sentence
+after it), and at the CJK marks ``。！？`` without any — but not after an initial ("Sir W. Pen"), a
 known abbreviation ("Mr.", "St.", "e.g."), before a lowercase word (the diary's "so. and then"),
 or "No." before a number.
 
@@ -18,9 +19,11 @@ from __future__ import annotations
 import re
 
 # A candidate end: the marks, closing quotes/brackets, then any citations; the rules in
-# _is_end decide. Latin and Arabic marks need a space (or the end) after them, CJK marks not.
+# _is_end decide. Latin and Arabic marks need a space (or the end) after them, or a dash: a
+# journal's "March 22.—Walked to the mill" puts its date line and the entry on one line. CJK
+# marks need nothing after them.
 _CANDIDATE = re.compile(
-    r"(?:[.!?؟۔]+[\"'”’»)\]]*(?:\s*\[[^\[\]\n]*\])*(?=\s|$)"
+    r"(?:[.!?؟۔]+[\"'”’»)\]]*(?:\s*\[[^\[\]\n]*\])*(?=\s|$|[—–])"
     r"|[。！？]+[”’」』)）]*(?:\s*\[[^\[\]\n]*\])*)"
 )
 _ABBREVIATION_TEXT = """
@@ -52,6 +55,8 @@ def split_sentences(text: str, *, keep_lines: bool = False) -> list[str]:
                 out.append(block[start:match.end()].strip())
                 start = match.end()
         out.append(block[start:].strip())
+    if not keep_lines:  # "March 22. — Walked …": the dash joins the entry to its date line
+        out = [s.lstrip("—– ") for s in out]
     return [s for s in out if s]
 
 
@@ -88,7 +93,7 @@ def _soft(before: str, line: str) -> bool:
 
 def _is_end(block: str, match: re.Match[str]) -> bool:
     marks = match.group()
-    rest = block[match.end():].lstrip()
+    rest = block[match.end():].lstrip().lstrip("—–").lstrip()  # "March 22.—Walked …"
     if marks[0] in "。！？":
         return True
     if rest[:1].islower():

@@ -80,6 +80,7 @@ def test_answers_over_hard_wrapped_text_quote_whole_sentences() -> None:
     ("March 22. — Walked to the mill with Hartley.",
      ["March 22.", "Walked to the mill with Hartley."]),
     ("Saturday, 14th.—Rode to the village.", ["Saturday, 14th.", "Rode to the village."]),
+    ("Tuesday.—Mr. Green dined with us.", ["Tuesday.", "Mr. Green dined with us."]),
     ("It was 3 p.m.—late. We dined.", ["It was 3 p.m.—late.", "We dined."]),
     ("Yours ever,\n— A. M.", ["Yours ever,", "A. M."]),
 ])

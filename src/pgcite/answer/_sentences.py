@@ -39,6 +39,7 @@ ABBREVIATIONS = frozenset(_ABBREVIATION_TEXT.split())
 _BLOCK_START = re.compile(r"\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#|>|\|)")
 _TITLE_MAX = 40  # a shorter line without closing punctuation reads as a title, not a wrap
 _CLOSING = ".!?؟۔。！？:;\"'”’»)]"
+_WORDS_BEFORE = re.compile(r"[\s—–]+")
 
 
 def split_sentences(text: str, *, keep_lines: bool = False) -> list[str]:
@@ -100,11 +101,10 @@ def _is_end(block: str, match: re.Match[str]) -> bool:
         return False  # "so. and then": the diary's punctuation, not a sentence end
     if not marks.startswith(".") or marks.startswith(".."):
         return True
-    word = block[:match.start()].rsplit(None, 1)[-1] if block[:match.start()].strip() else ""
-    word = word.lstrip("(\"'“‘[").casefold()
+    before = _WORDS_BEFORE.split(block[:match.start()].strip())  # "Tuesday.—Mr" is two words
+    word = before[-1].lstrip("(\"'“‘[").casefold()
     if word in ABBREVIATIONS:
         return False
-    before = block[:match.start()].split()
     if (len(before) >= 2 and before[-2].rstrip(".").casefold() in _TITLES and len(word) <= 3
             and rest[:1].isupper()):
         return False  # "Sir Ph. Warwick"

@@ -37,8 +37,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def commit_stamp() -> str:
-    """The commit a run measures (short), marked when src/ differs from it."""
+def _checkout_stamp() -> str:
+    """The commit checked out now (short), marked when src/ differs from it."""
     from pgcite.evaluate._collection import git_commit
 
     head = git_commit()
@@ -47,6 +47,18 @@ def commit_stamp() -> str:
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src"],
                            cwd=ROOT.parent, text=True, capture_output=True).stdout.strip()
     return head[:7] + ("+uncommitted src" if dirty else "")
+
+
+# Taken when a benchmark starts, which is when its code is imported: a summary written at the
+# end of a long run stamped with the commit checked out by then named code the run never ran.
+_STARTED_AT = _checkout_stamp()
+
+
+def commit_stamp() -> str:
+    """The commit a run measures (short): the one checked out when it started, marked when src/
+    differed from it, and when the checkout changed while it ran."""
+    now = _checkout_stamp()
+    return _STARTED_AT if now == _STARTED_AT else f"{_STARTED_AT} (checkout {now} by its end)"
 
 
 def machine() -> str:

@@ -41,6 +41,10 @@ ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
     ("— Yours ever, A. M.", "signature"), ("— Hartley", "signature"),
     # a dash before a statement is no signature: the entry after its date line
     ("— Walked to the mill with Hartley and saw the flood.", None),
+    ("Ever your affectionate friend,", "signature"),
+    # a field of minutes with several values states them; over one value it is a line
+    ("Present: Mr. Green, Mr. Sugden, the Secretary.", None), ("Date: 12 June, 1852", "date"),
+    ("Subject: The Library", "heading"),
     ("So to bed.", "fragment"), ("Thence home.", "fragment"),
     # a list item is judged without its marker: a short one is a title, "- A. M." a signature
     ("- The large celestial globe", "heading"), ("- A. M.", "signature"),

@@ -46,13 +46,17 @@ _KIN = r"(?:servant|friend|brother|sister|son|daughter|wife|husband|father|mothe
 # after a dash is _NAME_LINE's.
 _CLOSING = re.compile(r"^(?:[—–\-~]+\s*)?(?:" + "|".join((
     rf"(?:{_ADVERBS}\s+)*yours\b",  # "Yours ever", "Ever yours"
-    rf"your\s+(?:\w+\s+){{0,3}}{_KIN}\b",  # "Your loving sister", "Your humble servant"
+    rf"(?:{_ADVERBS}\s+)*your\s+(?:\w+\s+){{0,3}}{_KIN}\b",  # "(Ever) your loving sister"
     rf"{_ADVERBS}\s*[,.]",  # "Sincerely,"
     r"i\s+(?:am|remain)\b[^.!?]{0,40}\b(?:yours|your\s)",  # "I remain, dear Sir, yours …"
     r"believe\s+me\b[^.!?]{0,40}\b(?:yours|your\s)",  # "Believe me, dear Ellen, yours …"
     r"(?:with\s+)?(?:all\s+my\s+|much\s+)?(?:love|regards|best\s+wishes|thanks)\s*[,.]",
     r"signed\b",
 )) + ")", re.IGNORECASE)
+# A field of minutes or a register, its label and then several values ("Present: Mr. Green,
+# Mr. Sugden, the Secretary."; "Weather: fine, wind N.E."): a statement, though its names make
+# it look like a title. A label over one value ("Subject: The Library") is still read as a line.
+_FIELD = re.compile(r"^[A-Z][\w ]{0,24}:\s+[^,]+,\s*\S")
 # A list item's marker ("- ", "* ", "• ", "3. "): what follows is judged as a line of its own.
 # Read as a dash before a name, "- One brass telescope, three feet long" was a signature.
 _LIST_ITEM = re.compile(r"^(?:[-*•]|\d{1,3}[.)])\s+(?=\S)")
@@ -123,6 +127,9 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
             return "salutation"
         if _CLOSING.match(bare) or _NAME_LINE.match(bare):
             return "signature"
+    if _FIELD.match(bare):  # "Present: Mr. Green, Mr. Sugden, the Secretary." says who was there
+        value = _WORD.findall(bare.split(":", 1)[1].casefold())
+        return "date" if all(w in _DATE_WORDS or _ORDINAL.match(w) for w in value) else None
     if not bare.endswith(tuple(_CLOSING_MARKS)) and len(words) <= HEADING_MAX_WORDS:
         return "heading"  # a title: short, and nothing closes it
     if language != "english" or len(words) > FRAGMENT_MAX_WORDS or _has_verb(_verb_slots(bare)):

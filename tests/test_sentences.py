@@ -29,6 +29,10 @@ def test_soft_line_breaks_are_unwrapped_and_paragraphs_kept() -> None:
      ["Sir W. Pen and I went out [a].", "Then we dug a pit [b][c]! e.g. this.", "Next line"]),
     ("He lives at No. 5 Fleet St. near the bridge. So did I. Then home.",
      ["He lives at No. 5 Fleet St. near the bridge.", "So did I.", "Then home."]),
+    # an old sum in pounds, shillings and pence (53 Pepys entries have one) is one sentence
+    ("It cost me 10l. 5s. 6d. in all. So to bed. We walked 3 miles. 4 of us came back.",
+     ["It cost me 10l. 5s. 6d. in all.", "So to bed.", "We walked 3 miles.",
+      "4 of us came back."]),
     ("“Is it so?” she asked. “Yes.” He left.", ["“Is it so?” she asked.", "“Yes.”", "He left."]),
 ])
 def test_abbreviations_initials_and_quotes(text: str, expected: list[str]) -> None:

@@ -8,7 +8,7 @@ it is a title (a heading, or short with no closing punctuation). A sentence then
 space or a dash (a journal's "March 22.—Walked to the mill": the dash is left off the sentence
 after it), and at the CJK marks ``。！？`` without any — but not after an initial ("Sir W. Pen"), a
 known abbreviation ("Mr.", "St.", "e.g."), before a lowercase word (the diary's "so. and then"),
-or "No." before a number.
+or "No." and a sum's unit ("10l. 5s. 6d.") before a number.
 
 A hand-written splitter, not a library: pysbd (last release 2021) was the candidate, and
 these few rules cover what the answer needs (English, the Pepys diary, Arabic) with tests.
@@ -40,6 +40,7 @@ _BLOCK_START = re.compile(r"\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#|>|\|)")
 _TITLE_MAX = 40  # a shorter line without closing punctuation reads as a title, not a wrap
 _CLOSING = ".!?؟۔。！？:;\"'”’»)]"
 _WORDS_BEFORE = re.compile(r"[\s—–]+")
+_AMOUNT = re.compile(r"[£$]?\d+(?:[.,]\d+)?[a-z]{1,3}")  # "10l", "5s", "6d", "3lb": a unit after it
 
 
 def split_sentences(text: str, *, keep_lines: bool = False) -> list[str]:
@@ -110,4 +111,5 @@ def _is_end(block: str, match: re.Match[str]) -> bool:
         return False  # "Sir Ph. Warwick"
     if len(word) == 1 and word.isalpha() and word != "i" and block[match.start() - 1].isupper():
         return False  # an initial: "Sir W. Pen"
-    return not (word == "no" and rest[:1].isdigit())
+    # "No. 5"; an old sum, "10l. 5s. 6d.", goes on to its next unit
+    return not (rest[:1].isdigit() and (word == "no" or _AMOUNT.match(word) is not None))

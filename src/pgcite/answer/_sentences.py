@@ -29,7 +29,8 @@ _CANDIDATE = re.compile(
 _ABBREVIATION_TEXT = """
 mr mrs ms messrs dr st sr jr prof capt col gen lt sgt rev hon gov mt ft vs viz cf e.g i.e
 esp approx dept univ inc ltd co jan feb mar apr jun jul aug sep sept oct nov dec
-wm thos tho jno geo chas robt richd captn coll mons ld bp esq
+wm thos tho jno geo chas robt richd captn coll mons ld bp esq gent
+febr septemb octob novemb decemb oz dwt lb lbs cwt
 """
 # Old given-name abbreviations after a title ("Sir Wm. Batten", "Capt. Jer. Smith", "Sir Ph.
 # Warwick"): a short capitalised word ending in a period right after a title does not end.

@@ -30,7 +30,7 @@ _ABBREVIATION_TEXT = """
 mr mrs ms messrs dr st sr jr prof capt col gen lt sgt rev hon gov mt ft vs viz cf e.g i.e
 esp approx dept univ inc ltd co jan feb mar apr jun jul aug sep sept oct nov dec
 wm thos tho jno geo chas robt richd captn coll mons ld bp esq gent
-febr septemb octob novemb decemb oz dwt lb lbs cwt
+febr septemb octob novemb decemb oz dwt lb lbs cwt ca vol vols pp fig al
 """
 # Old given-name abbreviations after a title ("Sir Wm. Batten", "Capt. Jer. Smith", "Sir Ph.
 # Warwick"): a short capitalised word ending in a period right after a title does not end.
@@ -112,5 +112,5 @@ def _is_end(block: str, match: re.Match[str]) -> bool:
         return False  # "Sir Ph. Warwick"
     if len(word) == 1 and word.isalpha() and word != "i" and block[match.start() - 1].isupper():
         return False  # an initial: "Sir W. Pen"
-    # "No. 5"; an old sum, "10l. 5s. 6d.", goes on to its next unit
-    return not (rest[:1].isdigit() and (word == "no" or _AMOUNT.match(word) is not None))
+    # "No. 5", "c. 1455"; an old sum, "10l. 5s. 6d.", goes on to its next unit
+    return not (rest[:1].isdigit() and (word in ("no", "c") or _AMOUNT.match(word) is not None))

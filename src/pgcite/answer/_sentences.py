@@ -6,9 +6,9 @@ line opens a block of its own (a list item, a heading, a quote, a table row) or 
 it is a title (a heading, or short with no closing punctuation). A sentence then ends at
 ``. ! ? ؟ ۔`` (with closing quotes, brackets and citations ``[id]`` kept on it) followed by
 space or a dash (a journal's "March 22.—Walked to the mill": the dash is left off the sentence
-after it), and at the CJK marks ``。！？`` without any — but not after an initial ("Sir W. Pen"), a
-known abbreviation ("Mr.", "St.", "e.g."), before a lowercase word (the diary's "so. and then"),
-or "No." and a sum's unit ("10l. 5s. 6d.") before a number.
+after it), and at the CJK marks ``。！？`` without any; but not after an initial ("Sir W.
+Pen"), a known abbreviation ("Mr.", "St.", "e.g."), before a lowercase word (the diary's "so.
+and then"), or before a number after "No.", "c.", "p.", "ref." or a sum's unit ("10l. 5s. 6d.").
 
 A hand-written splitter, not a library: pysbd (last release 2021) was the candidate, and
 these few rules cover what the answer needs (English, the Pepys diary, Arabic) with tests.
@@ -41,7 +41,10 @@ _BLOCK_START = re.compile(r"\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#|>|\|)")
 _TITLE_MAX = 40  # a shorter line without closing punctuation reads as a title, not a wrap
 _CLOSING = ".!?؟۔。！？:;\"'”’»)]"
 _WORDS_BEFORE = re.compile(r"[\s—–]+")
-_AMOUNT = re.compile(r"[£$]?\d+(?:[.,]\d+)?[a-z]{1,3}")  # "10l", "5s", "6d", "3lb": a unit after it
+# Abbreviations that read on to a number: "No. 5", "c. 1455", "p. 561", "v. 56.3%", "(ref. 3)".
+_BEFORE_A_NUMBER = frozenset(["no", "nos", "c", "p", "v", "ref", "refs"])
+# A number with its unit ("10l", "5s", "6d", "3lb"): an old sum's next unit follows it.
+_AMOUNT = re.compile(r"[£$]?\d+(?:[.,]\d+)?[a-z]{1,3}")
 
 
 def split_sentences(text: str, *, keep_lines: bool = False) -> list[str]:
@@ -112,5 +115,6 @@ def _is_end(block: str, match: re.Match[str]) -> bool:
         return False  # "Sir Ph. Warwick"
     if len(word) == 1 and word.isalpha() and word != "i" and block[match.start() - 1].isupper():
         return False  # an initial: "Sir W. Pen"
-    # "No. 5", "c. 1455"; an old sum, "10l. 5s. 6d.", goes on to its next unit
-    return not (rest[:1].isdigit() and (word in ("no", "c") or _AMOUNT.match(word) is not None))
+    # "No. 5", "c. 1455", "p. 561", "(ref. 3)"; an old sum, "10l. 5s. 6d.", goes on to its unit
+    number_goes_on = word in _BEFORE_A_NUMBER or _AMOUNT.match(word) is not None
+    return not (rest[:1].isdigit() and number_goes_on)

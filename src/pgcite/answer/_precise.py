@@ -44,6 +44,7 @@ from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
 from pgcite.index import idf_value, weight_value
 from pgcite.retrieve._query_text import unaccented
+from pgcite.retrieve._verbs import IRREGULAR
 from pgcite.retrieve._when import asked_periods, overlaps
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
@@ -193,6 +194,7 @@ class PreciseGenerator(SentenceQuoter):
             w for s in sentences if s.passage.author
             for w in terms(s.passage.author, self.language)}
         asked = [t for t in terms(question, self.language) if t not in authors]
+        asked += [t for t in self._written_forms(question) if t not in asked]
         lexical = _scaled(_bm25(asked, [s.terms for s in sentences]))
         kind = question_kind(question)
         several = asks_for_several(question)  # "What instruments …?": a list is that shape
@@ -207,6 +209,17 @@ class PreciseGenerator(SentenceQuoter):
         dense = self._similarities(question, sentences, cheap) if o.embedding > 0 else None
         return SentenceSignals(bm25=lexical, embedding=dense, rank=rank, answer_type=cue,
                                date_match=when)
+
+    def _written_forms(self, question: str) -> list[str]:
+        """The terms of the past forms of the question's irregular verbs: a question asks with
+        "did" and the base form ("What bird did they see?"), a journal narrates in the past
+        ("We saw a curlew"), and stemming never folds "saw" into "see" (retrieve/_verbs.py,
+        which the answerability signals read the same way)."""
+        if self.language != "english":
+            return []
+        words = {w.casefold() for w in _WORD.findall(question)}
+        return terms(" ".join(f for w in sorted(words) for f in IRREGULAR.get(w, ())),
+                     self.language)
 
     def _similarities(self, question: str, sentences: list[Sentence],
                       cheap: list[float]) -> list[float] | None:

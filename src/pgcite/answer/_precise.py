@@ -44,7 +44,6 @@ from pgcite.answer._types import ContextPassage
 from pgcite.embed._base import Embedder
 from pgcite.index import idf_value, weight_value
 from pgcite.retrieve._query_text import unaccented
-from pgcite.retrieve._verbs import IRREGULAR
 from pgcite.retrieve._when import asked_periods, overlaps
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W\d_]+)?")
@@ -194,7 +193,6 @@ class PreciseGenerator(SentenceQuoter):
             w for s in sentences if s.passage.author
             for w in terms(s.passage.author, self.language)}
         asked = [t for t in terms(question, self.language) if t not in authors]
-        asked += [t for t in self._written_forms(question, sentences) if t not in asked]
         lexical = _scaled(_bm25(asked, [s.terms for s in sentences]))
         kind = question_kind(question)
         several = asks_for_several(question)  # "What instruments …?": a list is that shape
@@ -209,24 +207,6 @@ class PreciseGenerator(SentenceQuoter):
         dense = self._similarities(question, sentences, cheap) if o.embedding > 0 else None
         return SentenceSignals(bm25=lexical, embedding=dense, rank=rank, answer_type=cue,
                                date_match=when)
-
-    def _written_forms(self, question: str, sentences: list[Sentence]) -> list[str]:
-        """The past forms of the question's irregular verbs that no candidate writes in the
-        form asked: a question asks with "did" and the base form ("What did she buy?"), a
-        journal narrates in the past ("Things bought at Keighley"), and stemming never folds
-        "bought" into "buy" (retrieve/_verbs.py; the answerability signals read a question the
-        same way). Only where the base form is nowhere: the past forms of common verbs ("saw",
-        "went", "said") are in most sentences of a narrative and, added to every question,
-        chose worse sentences (bench/answers.py --unseen)."""
-        if self.language != "english":
-            return []
-        written = {t for s in sentences for t in s.terms}
-        out: list[str] = []
-        for word in dict.fromkeys(w.casefold() for w in _WORD.findall(question)):
-            forms = IRREGULAR.get(word, ())
-            if forms and not set(terms(word, self.language)) & written:
-                out += [t for t in terms(" ".join(forms), self.language) if t in written]
-        return out
 
     def _similarities(self, question: str, sentences: list[Sentence],
                       cheap: list[float]) -> list[float] | None:

@@ -50,6 +50,7 @@ from pgcite.answer import (
 from pgcite.answer._pipeline import DEFAULT_NEIGHBOURS
 from pgcite.answer._precise import PreciseGenerator, PreciseOptions
 from pgcite.answer._qtype import question_kind
+from pgcite.answer._roles import frame_role
 from pgcite.answer._sentences import split_sentences
 from pgcite.embed._base import Embedder, Vectors
 from pgcite.embed._registry import embedder_for_key
@@ -428,6 +429,36 @@ def unseen(c: pgcite.Client, command: str, only: Sequence[str] | None = None
     return out
 
 
+# The texts whose sentences the frame rules are counted over (answer/_roles.py): every source
+# text of the shared data, split as the answerer splits it.
+FRAME_TEXTS = {"pepys diary": (DATA / "pepys-diary" / "entries.jsonl", "text"),
+               "xquad en": (DATA / "xquad" / "en" / "corpus.jsonl", "text"),
+               "scifact": (DATA / "scifact" / "corpus.jsonl", "text")}
+
+
+def frame_counts() -> dict[str, Any]:
+    """How many sentences of each shared text the answerer never quotes, by role, and how many
+    texts open with one (a date line, mostly): what the frame rules cost and catch
+    (docs/answers.md)."""
+    out: dict[str, Any] = {}
+    for name, (path, key) in FRAME_TEXTS.items():
+        if not path.exists():
+            continue
+        roles: dict[str, int] = {}
+        sentences = framed = texts = 0
+        for row in read_jsonl(path):
+            parts = split_sentences(row[key])
+            texts += 1
+            sentences += len(parts)
+            framed += bool(parts) and frame_role(parts[0]) is not None
+            for part in parts:
+                if (role := frame_role(part)) is not None:
+                    roles[role] = roles.get(role, 0) + 1
+        out[name] = {"texts": texts, "sentences": sentences, "set_aside": sum(roles.values()),
+                     "by_role": dict(sorted(roles.items())), "open_with_a_frame": framed}
+    return out
+
+
 UNSEEN_COLUMNS = [("queries", "n"), ("abstain_answerable", "answerable refused"),
                   ("abstain_absent", "absent abstained"), ("cites_relevant", "cites relevant"),
                   ("citation_precision", "cit. prec."), ("containment", "contains"),
@@ -463,6 +494,14 @@ def unseen_report(summary: dict[str, Any]) -> str:
         for kind, row in data["figures"].items():
             lines.append(f"| {kind} | " + " | ".join(cell(row.get(c[0]))
                                                       for c in UNSEEN_COLUMNS) + " |")
+    if summary.get("frames"):
+        lines += ["", "## Sentences never quoted (answer/_roles.py), over the shared texts", "",
+                  "| text | texts | sentences | set aside | share | by role | open with a frame |", "|---|---|---|---|---|---|---|"]
+        for name, f in summary["frames"].items():
+            roles = ", ".join(f"{r} {n}" for r, n in f["by_role"].items())
+            lines.append(f"| {name} | {f['texts']} | {f['sentences']} | {f['set_aside']} | "
+                         f"{f['set_aside'] / max(f['sentences'], 1):.1%} | {roles} | "
+                         f"{f['open_with_a_frame']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -495,7 +534,8 @@ def main() -> None:
     command = "python bench/answers.py " + " ".join(sys.argv[1:])
     if args.unseen:
         with client() as c:
-            summary = {**run_stamp(command), "datasets": unseen(c, command, args.sets)}
+            summary = {**run_stamp(command), "datasets": unseen(c, command, args.sets),
+                       "frames": frame_counts()}
         (OUT / "unseen").mkdir(parents=True, exist_ok=True)
         (OUT / "unseen" / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         (OUT / "unseen" / "report.md").write_text(unseen_report(summary))

@@ -514,6 +514,7 @@ class Collection:
         catalogue: str | Path | None = None,
         dates_from_names: bool = False,
         dates_from_timestamps: bool = False,
+        entries: bool = False,
         corpus_version: str | None = None,
         replace: bool = False,
         activate: bool = True,
@@ -525,7 +526,8 @@ class Collection:
         """Ingest into a new snapshot. With a golden set configured the snapshot is built
         inactive and activated only if it passes the gate (``report.gate`` says how it went).
         ``catalogue`` (a sidecar CSV/JSONL), ``dates_from_names`` and ``dates_from_timestamps``
-        (when a file was made: never a date unless asked for) are further date sources
+        (when a file was made: never a date unless asked for) are further date sources;
+        ``entries`` reads a .txt/.md journal as its entries, each dated by its date line
         (docs/ingest.md, "Dates"). What the user gave a document before (a flag, a catalogue,
         a ``mapping``) stays until the user gives another; ``report.changes`` lists each date,
         title, author or corpus this ingest changes, old -> new. ``aliases`` is a YAML/CSV list of entity names and their
@@ -546,7 +548,7 @@ class Collection:
             self.client.db, self.name, [Path(p) for p in paths], mapping=mapping,
             overrides=overrides, catalogue=Path(catalogue) if catalogue is not None else None,
             dates_from_names=dates_from_names, dates_from_timestamps=dates_from_timestamps,
-            corpus_version=corpus_version, replace=replace,
+            entries=entries, corpus_version=corpus_version, replace=replace,
             activate=activate and not gated, progress=progress, settings=self.client.settings,
             chat=self.client.llm() if current.contextual == "llm" else None,
             aliases=Path(aliases) if aliases is not None else None, stage=stage,
@@ -893,6 +895,7 @@ class IngestKeywords(TypedDict, total=False):
     catalogue: str | Path | None
     dates_from_names: bool
     dates_from_timestamps: bool
+    entries: bool
     corpus_version: str | None
     replace: bool
     activate: bool

@@ -38,8 +38,8 @@ def print_report(report: IngestReport) -> None:
                       highlight=False, soft_wrap=True)
     if report.undated:
         console.print(f"{report.undated} of {report.documents} documents undated: a --cutoff "
-                      "search leaves them out (see --date, --catalogue, --dates-from-names)",
-                      highlight=False)
+                      "search leaves them out (see --date, --catalogue, --dates-from-names, "
+                      "and --entries for a journal in one file)", highlight=False)
     if report.unattributed:
         console.print(f"{report.unattributed} of {report.documents} documents have no author: "
                       "answers name no writer, and a question naming the writer reads the name "
@@ -109,6 +109,10 @@ def ingest_command(
         help="Date files by when they were made (a PDF's creation date, else the file's "
         "modification day) when no other source dates them. Off by default: a scan or a "
         "copy is made long after its text was written.")] = False,
+    entries: Annotated[bool, typer.Option(
+        help="Read a .txt or .md journal as its entries: a line that is a date (\"March 22, "
+        "1852\", \"4th (Lord's day).\", \"## 1852-03-22\", \"March 22.—Walked …\") starts an "
+        "entry dated by it, a year or month left out carried from the entry before.")] = False,
     map_: Annotated[list[str] | None, typer.Option(
         "--map", help="JSONL field mapping FIELD=KEY, e.g. --map title=date_label "
         "(fields: id, text, title, date, date_end, author, corpus, source, locator).")] = None,
@@ -131,8 +135,8 @@ def ingest_command(
     """Load, chunk, embed and store documents as a new snapshot of the collection.
 
     Dates, highest precedence first: --date > --catalogue row > the file itself (front matter
-    in .md/.txt, <meta>/<time> in HTML, a PDF's XMP date, JSONL keys) > --dates-from-names >
-    --dates-from-timestamps. The report counts undated documents (a --cutoff search leaves them
+    in .md/.txt, <meta>/<time> in HTML, a PDF's XMP date, JSONL keys; with --entries each
+    entry's date line) > --dates-from-names > --dates-from-timestamps. The report counts undated documents (a --cutoff search leaves them
     out). A bad file is reported by name (one line each) and the others are ingested.
 
     Images and PDF pages without a text layer are read by OCR (Tesseract, in the collection's
@@ -165,7 +169,7 @@ def ingest_command(
                 paths, mapping=mapping,
                 overrides=Overrides(corpus=corpus, author=author, date=date),
                 catalogue=catalogue, dates_from_names=dates_from_names,
-                dates_from_timestamps=dates_from_timestamps,
+                dates_from_timestamps=dates_from_timestamps, entries=entries,
                 corpus_version=corpus_version, replace=replace, activate=activate,
                 progress=progress and not json_out, aliases=aliases, stage=stage_only,
             )

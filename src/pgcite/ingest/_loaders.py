@@ -30,6 +30,7 @@ from pgcite.ingest._embedded import (
     pdf_creation_date,
     split_front_matter,
 )
+from pgcite.ingest._entries import entry_units
 from pgcite.ingest._ocr import IMAGE_SUFFIXES, OcrLimits
 from pgcite.ingest._provenance import MAPPED, METADATA
 from pgcite.ingest._storable import document_problem
@@ -151,6 +152,7 @@ def iter_documents(
     catalogue: Catalogue | None = None,
     dates_from_names: bool = False,
     dates_from_timestamps: bool = False,
+    entries: bool = False,
     ocr_lang: str = "eng",
     ocr_limits: OcrLimits | None = None,
 ) -> Iterator[Document | LoadError]:
@@ -166,7 +168,8 @@ def iter_documents(
     its file name (only with ``dates_from_names``) > when the file was made (a PDF's creation
     date, else its modification time; only with ``dates_from_timestamps``: a copy or a scan is
     made long after its text was written). Each value is recorded with its source
-    (``Document.provenance``).
+    (``Document.provenance``). With ``entries`` a .txt or .md file with date lines is read as
+    its dated entries (:mod:`pgcite.ingest._entries`), each dated as the file states it.
     """
     mapping = mapping or FieldMapping()
     overrides = overrides or Overrides()
@@ -182,7 +185,7 @@ def iter_documents(
             if catalogue is not None and file.resolve() == catalogue.path:
                 continue  # the catalogue itself (a .jsonl one) is not a document
             try:
-                docs = _guarded_load(file, rel, mapping, ocr_lang, limits)
+                docs = _guarded_load(file, rel, mapping, ocr_lang, limits, entries)
                 named = date_in_name(file.name) if dates_from_names else None
                 made = file_made(file) if dates_from_timestamps else None
                 row = catalogue.lookup(rel) if catalogue is not None else None
@@ -196,10 +199,10 @@ def iter_documents(
 
 
 def _guarded_load(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
-                  limits: OcrLimits) -> list[Document]:
+                  limits: OcrLimits, entries: bool) -> list[Document]:
     """:func:`_load_file`, where anything a loader did not foresee fails this file alone."""
     try:
-        return _load_file(file, rel, mapping, ocr_lang, limits)
+        return _load_file(file, rel, mapping, ocr_lang, limits, entries)
     except _Unreadable:
         raise
     except ImportError as exc:  # an optional part imported where it is not installed
@@ -308,7 +311,7 @@ def _claim_ids(docs: list[Document], file: str, seen: dict[str, str]) -> None:
 
 
 def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
-               limits: OcrLimits) -> list[Document]:
+               limits: OcrLimits, entries: bool = False) -> list[Document]:
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -320,6 +323,7 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
     attrs: Attributes | None = None
     pages: list[OcrPage] = []
     title_source = "name"  # the file name; else where the loader found the title
+    dates_source: str | None = None  # where the units' own dates come from, if they have any
     if suffix in (".txt", ".md", ".markdown"):
         attrs, text = _front_matter(_decode(data))
         if suffix == ".txt":
@@ -327,6 +331,8 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
         else:
             title, units = _markdown_units(text, stem)
             title_source = "heading" if title != stem else title_source
+        if entries and (dated := entry_units(text, title)) is not None:
+            units, dates_source = dated, "file"  # each entry's date line
     elif suffix in (".html", ".htm"):
         title, units, attrs, title_source = _html_units(_decode_html(data), stem)
     elif suffix in IMAGE_SUFFIXES:
@@ -334,8 +340,11 @@ def _load_file(file: Path, rel: str, mapping: FieldMapping, ocr_lang: str,
     else:
         title, units, attrs, pages = _pdf_units(data, stem, ocr_lang, limits)
         title_source = "file" if title != stem else title_source
+    provenance = {"title": title_source}
+    if dates_source is not None:
+        provenance["dates"] = dates_source
     doc = Document(document_id=doc_id, source=rel, title=title, units=units,
-                   provenance={"title": title_source}, ocr_pages=pages)
+                   provenance=provenance, ocr_pages=pages)
     return [apply(doc, attrs) if attrs is not None else doc]
 
 

@@ -176,14 +176,16 @@ def other_embedder(
 def _load(
     paths: Sequence[Path], mapping: FieldMapping | None, overrides: Overrides | None,
     report: IngestReport, catalogue: Path | None, dates_from_names: bool,
-    dates_from_timestamps: bool, ocr_lang: str, ocr_limits: _ocr.OcrLimits | None = None,
+    dates_from_timestamps: bool, entries: bool, ocr_lang: str,
+    ocr_limits: _ocr.OcrLimits | None = None,
     deadline: _Deadline | None = None,
 ) -> list[Document]:
     docs: dict[str, Document] = {}
     cat = Catalogue.read(catalogue) if catalogue is not None else None
     for item in iter_documents(paths, mapping=mapping, overrides=overrides, catalogue=cat,
                                dates_from_names=dates_from_names,
-                               dates_from_timestamps=dates_from_timestamps, ocr_lang=ocr_lang,
+                               dates_from_timestamps=dates_from_timestamps, entries=entries,
+                               ocr_lang=ocr_lang,
                                ocr_limits=ocr_limits):
         if deadline is not None:
             deadline.check()  # after each file read (a file's own OCR has its own limits)
@@ -264,6 +266,7 @@ def ingest(
     catalogue: Path | None = None,
     dates_from_names: bool = False,
     dates_from_timestamps: bool = False,
+    entries: bool = False,
     corpus_version: str | None = None,
     replace: bool = False,
     activate: bool = True,
@@ -286,7 +289,8 @@ def ingest(
     collection's recorded model changes only when that snapshot is activated. ``chat`` writes
     the situating sentences of a ``contextual = "llm"`` collection. ``catalogue`` is a sidecar
     CSV/JSONL of per-file dates and attributes; ``dates_from_names`` dates files whose names
-    start with a date, ``dates_from_timestamps`` by when they were made (docs/ingest.md,
+    start with a date, ``dates_from_timestamps`` by when they were made; with ``entries`` a
+    .txt/.md journal is read as its dated entries (docs/ingest.md,
     "Dates"). What the user gave a live document before stays (docs/ingest.md, "Re-ingest");
     ``report.changes`` lists each field this ingest changes. ``aliases`` is a YAML/CSV list of canonical
     names and their other spellings, kept by the collection (docs/ingest.md, "Entities").
@@ -314,7 +318,7 @@ def ingest(
         report.warnings.append(f"{why}: the aliases are kept, but no passage's entities are read")
     with clock("load"):
         loaded = _load(paths, mapping, overrides, report, catalogue, dates_from_names,
-                       dates_from_timestamps, _ocr.tesseract_language(info.ts_config),
+                       dates_from_timestamps, entries, _ocr.tesseract_language(info.ts_config),
                        _ocr_limits(settings, deadline), deadline)
         docs, stored = _settle(db, info, loaded)
         report.documents = len(docs)

@@ -77,6 +77,8 @@ def upload(
     files: Annotated[list[UploadFile], File(description="documents (.jsonl .txt .md .html "
                                                         ".pdf; scans .png .jpg .tif by OCR)")],
     author: Text = None, corpus: Text = None, corpus_version: Text = None,
+    entries: Annotated[bool, Form(description="read a .txt/.md journal as its dated entries "
+                                              "(docs/ingest.md, 'A journal in one file')")] = False,
 ) -> Any:
     """Ingest files into a NEW, inactive snapshot (the live one is untouched); activate it with
     ``POST …/snapshots/{id}/activate`` once checked."""
@@ -93,7 +95,7 @@ def upload(
         # OCR'd) every file twice.
         report = _ingest(state.client.collection(access.info.name), folder, names,
                          Overrides(author=author, corpus=corpus), corpus_version,
-                         state.config.upload_budget_s)
+                         state.config.upload_budget_s, entries)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for failure in report.failed:  # the temporary folder is nobody's business
@@ -115,12 +117,12 @@ def _nothing_ingested(failed: list[Failure]) -> ApiError:
 
 
 def _ingest(collection: Collection, folder: FsPath, names: list[str], overrides: Overrides,
-            corpus_version: str | None, budget_s: float) -> IngestReport:
+            corpus_version: str | None, budget_s: float, entries: bool) -> IngestReport:
     """The saved files into a new inactive snapshot. Content the loaders let through and the
     database still refused is the upload's fault (422), never a 500; a lost connection is 503."""
     try:
         return collection.ingest([folder / n for n in names], overrides=overrides,
-                                 corpus_version=corpus_version, activate=False,
+                                 corpus_version=corpus_version, entries=entries, activate=False,
                                  time_budget_s=budget_s)  # past it: TimeBudgetExceeded, a 413
     except (psycopg.DataError, ValueError, RecursionError) as exc:
         # the database's text may quote the content: the server log has it, the client not

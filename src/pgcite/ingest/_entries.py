@@ -10,8 +10,8 @@ Markdown a heading may be the date line ("## March 22, 1852"); the entries then 
 heading sections.
 
 A date line without a year takes the year of the entry before it, and one with only a day the
-month and year too (Pepys's "4th."); a month or day that goes backwards moves on to the next
-year or month. A line that cannot be dated that way (a day with no month known yet) is text.
+month and year too (Pepys's "4th."), or those of a month heading before it ("SEPTEMBER 1666"); a
+month or day that goes backwards moves on to the next year or month. A line that cannot be dated that way (a day with no month known yet) is text.
 What a user gave (``--date``, a catalogue row) still replaces these dates, as it replaces any
 date a file states (docs/ingest.md, "Dates").
 """
@@ -43,8 +43,14 @@ _DAY_MONTH = re.compile(rf"(?:{_WEEKDAY})?{_DAY}\s+(?:of\s+)?{_MONTH}{_YEAR}", r
 _ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
 # A day alone only as an ordinal ("4th.", "8th (Lord's day)."): a bare number is a page or an item.
 _DAY_ONLY = re.compile(r"(\d{1,2})(?:st|nd|rd|th|d)\b", re.IGNORECASE)
-# The date ends its line, or a dash joins the entry to it: "March 22.—Walked to the mill".
-_AFTER = re.compile(rf"{_TAIL}\s*$|\.?\s*[—–]\s*(?=\S)")
+# The date ends its line, or the entry follows it on the line: after a dash ("March 22.—Walked
+# to the mill"), or after a full stop or a parenthesis and a capital ("4th. Up by break of day",
+# "2nd (Lord's day). Some of our mayds …", Pepys as printed).
+_AFTER = re.compile(rf"{_TAIL}\s*$|\.?\s*[—–]\s*(?=\S)"
+                    r"|(?:\.|\s*\([^()]{0,40}\)\.?)\s+(?=[A-Z“\"‘'])")
+# A month and a year alone ("SEPTEMBER 1666", "Sept., 1666."): no entry, but the month and year
+# the day-only date lines after it are in.
+_MONTH_YEAR = re.compile(r"([a-z]+)\.?,?\s+(\d{4})\.?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -57,14 +63,16 @@ class _Found:
 def entry_units(text: str, title: str | None) -> list[Unit] | None:
     """``text`` cut into its dated entries, or ``None`` when no line of it dates an entry."""
     entries: list[tuple[_Found | None, list[str]]] = [(None, [])]
-    last: dt.date | None = None
+    last: _Context | None = None
     for line in text.split("\n"):
         # a Markdown heading or bold line may be the date line: "## March 22, 1852"
-        found = _date_line(line.strip().lstrip("#").strip().strip("*_").strip(), last)
+        bare = line.strip().lstrip("#").strip().strip("*_").strip()
+        found = _date_line(bare, last)
         if found is None:
+            last = _month_year(bare) or last
             entries[-1][1].append(line)
             continue
-        last = found.day
+        last = _Context(found.day.year, found.day.month, found.day.day)
         entries.append((found, [line.strip()]))
     if len(entries) == 1:
         return None
@@ -75,12 +83,29 @@ def entry_units(text: str, title: str | None) -> list[Unit] | None:
             if body:
                 units.append(Unit(text=body, title=title))
         elif body:
-            units.append(Unit(text=body, title=found.label, locator=found.day.isoformat(),
-                              date_start=found.day, date_end=found.day))
+            day = found.day  # titled in full: a day-only line says "4th", its entry is a date
+            units.append(Unit(text=body, title=f"{day.day} {calendar.month_name[day.month]} "
+                              f"{day.year}", locator=day.isoformat(), date_start=day,
+                              date_end=day))
     return units
 
 
-def _date_line(line: str, last: dt.date | None) -> _Found | None:
+@dataclass(frozen=True)
+class _Context:
+    """The date the entries have reached: a month heading gives no day yet (``day`` 0)."""
+
+    year: int
+    month: int
+    day: int
+
+
+def _month_year(line: str) -> _Context | None:
+    match = _MONTH_YEAR.fullmatch(line)
+    month = _MONTH_NAMES.get(match[1].casefold()) if match else None
+    return _Context(int(match[2]), month, 0) if match and month else None
+
+
+def _date_line(line: str, last: _Context | None) -> _Found | None:
     """The entry date ``line`` states, whole or before a dash, read after ``last``."""
     for pattern in (_ISO, _MONTH_DAY, _DAY_MONTH, _DAY_ONLY):
         match = pattern.match(line)
@@ -95,7 +120,7 @@ def _date_line(line: str, last: dt.date | None) -> _Found | None:
     return None
 
 
-def _resolve(pattern: re.Pattern[str], match: re.Match[str], last: dt.date | None
+def _resolve(pattern: re.Pattern[str], match: re.Match[str], last: _Context | None
              ) -> dt.date | None:
     if pattern is _ISO:
         return _day(*(int(g) for g in match.groups()))

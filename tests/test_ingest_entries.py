@@ -52,8 +52,9 @@ def test_each_date_line_starts_a_dated_entry() -> None:
      [D(1666, 9, 2), D(1666, 9, 3), D(1666, 9, 30), D(1666, 10, 1)]),
     # Pepys as printed: a month heading, then each entry's day before its first sentence
     ("SEPTEMBER 1666\n\n2nd (Lord's day). Some of our mayds sitting up late.\n\n"
-     "4th. Up by break of day.\n\nOCTOBER 1666\n\n1st. All the morning at the office.",
-     [D(1666, 9, 2), D(1666, 9, 4), D(1666, 10, 1)]),
+     "4th. Up by break of day.\n\nOCTOBER 1666\n\n1st. All the morning at the office.\n"
+     "6th. (Shrove Tuesday.) I called Mr. Sheply.\n8th (Lord's day).Up early.",
+     [D(1666, 9, 2), D(1666, 9, 4), D(1666, 10, 1), D(1666, 10, 6), D(1666, 10, 8)]),
     # a Markdown heading as the date line; the next year after December
     ("## 1851-12-30\nSnow.\n## January 2\nThaw.\n## 4 February\nRain.",
      [D(1851, 12, 30), D(1852, 1, 2), D(1852, 2, 4)]),

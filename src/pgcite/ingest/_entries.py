@@ -47,7 +47,7 @@ _DAY_ONLY = re.compile(r"(\d{1,2})(?:st|nd|rd|th|d)\b", re.IGNORECASE)
 # to the mill"), or after a full stop or a parenthesis and a capital ("4th. Up by break of day",
 # "2nd (Lord's day). Some of our mayds …", Pepys as printed).
 _AFTER = re.compile(rf"{_TAIL}\s*$|\.?\s*[—–]\s*(?=\S)"
-                    r"|(?:\.|\s*\([^()]{0,40}\)\.?)\s+(?=[A-Z“\"‘'])")
+                    r"|(?:\.?\s*\([^()]{0,40}\)\.?|\.)\s*(?=[A-Z“\"‘'])")
 # A month and a year alone ("SEPTEMBER 1666", "Sept., 1666."): no entry, but the month and year
 # the day-only date lines after it are in.
 _MONTH_YEAR = re.compile(r"([a-z]+)\.?,?\s+(\d{4})\.?", re.IGNORECASE)

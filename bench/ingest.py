@@ -4,6 +4,7 @@ report gives them, where the time went per stage, and what a re-ingest of the sa
     python bench/ingest.py                      # all 5,183 abstracts; bench/results/ingest/
     python bench/ingest.py --docs 1000 --variants default store-after entities \\
         --rounds 2 --out ingest/variants        # the flow's variants side by side, smaller
+    python bench/ingest.py --entries-check      # how --entries reads the diary as printed
 
 Each variant ingests the corpus (one JSONL file in a folder, as a user would) into a fresh
 collection (its embedding and entity caches start empty), one variant after the other, round by
@@ -223,6 +224,37 @@ def _warm(c: pgcite.Client, variants: list[str]) -> None:
         recognizer.entities(["Samuel Pepys went to London."])
 
 
+def entries_check() -> dict[str, Any]:
+    """``--entries`` on the diary as printed: every entry of the shared Pepys data in one text,
+    in order, under a month heading ("SEPTEMBER 1666") per month, each entry as the data writes
+    it ("4th. Up by break of day …"); read by ``entry_units`` and compared, in order, with the
+    entries' own days. The data's dates are Gregorian and the text's days Old Style: ten days
+    apart in the 1660s."""
+    import calendar
+    import difflib
+
+    from pgcite.ingest._entries import entry_units
+
+    rows = [json.loads(line) for line in
+            (DATA / "pepys-diary" / "entries.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r.get("id_date")]
+    days = [dt.date.fromisoformat(r["date"]) - dt.timedelta(days=10) for r in rows]
+    parts: list[str] = []
+    month: tuple[int, int] | None = None
+    for row, day in zip(rows, days, strict=True):
+        if (day.year, day.month) != month:
+            month = (day.year, day.month)
+            parts.append(f"{calendar.month_name[day.month].upper()} {day.year}")
+        parts.append(row["text"])
+    units = entry_units("\n\n".join(parts), "The Diary of Samuel Pepys") or []
+    found = [u.date_start.isoformat() for u in units if u.date_start is not None]
+    want = [d.isoformat() for d in days]
+    matcher = difflib.SequenceMatcher(a=want, b=found, autojunk=False)
+    return {"entries": len(want), "dated_units": len(found),
+            "entries_found_on_their_day": sum(b.size for b in matcher.get_matching_blocks()),
+            "units_on_no_entry_day": sum(d not in set(want) for d in found)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=None, help="the first N abstracts (all)")
@@ -231,7 +263,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--no-reingest", action="store_true")
     parser.add_argument("--out", default="ingest", help="folder under bench/results")
+    parser.add_argument("--entries-check", action="store_true",
+                        help="only how --entries reads the diary as printed (no database); "
+                        "bench/results/ingest/entries.json")
     args = parser.parse_args()
+    if args.entries_check:
+        check = {"commit": commit_stamp(), "date": dt.date.today().isoformat(),
+                 "command": "python bench/ingest.py --entries-check", **entries_check()}
+        (RESULTS / "ingest" / "entries.json").write_text(json.dumps(check, indent=1) + "\n")
+        print(json.dumps(check), file=sys.stderr)
+        return
     lines = (DATA / "scifact" / "corpus.jsonl").read_text().splitlines()[: args.docs]
     result: dict[str, Any] = {
         "commit": commit_stamp(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

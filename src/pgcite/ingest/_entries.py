@@ -11,9 +11,10 @@ heading sections.
 
 A date line without a year takes the year of the entry before it, and one with only a day the
 month and year too (Pepys's "4th."), or those of a month heading before it ("SEPTEMBER 1666"); a
-month or day that goes backwards moves on to the next year or month. A line that cannot be dated that way (a day with no month known yet) is text.
-What a user gave (``--date``, a catalogue row) still replaces these dates, as it replaces any
-date a file states (docs/ingest.md, "Dates").
+month or day that goes backwards moves on to the next year or month. A line that cannot be
+dated that way (a day with no month known yet) is text. What a user gave (``--date``, a
+catalogue row) still replaces these dates, as it replaces any date a file states
+(docs/ingest.md, "Dates").
 """
 
 from __future__ import annotations
@@ -53,37 +54,29 @@ _AFTER = re.compile(rf"{_TAIL}\s*$|\.?\s*[—–]\s*(?=\S)"
 _MONTH_YEAR = re.compile(r"([a-z]+)\.?,?\s+(\d{4})\.?", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class _Found:
-    label: str  # the date as the line writes it
-    day: dt.date
-    rest: str  # the entry's text on the same line ("Walked to the mill …"), or ""
-
-
 def entry_units(text: str, title: str | None) -> list[Unit] | None:
     """``text`` cut into its dated entries, or ``None`` when no line of it dates an entry."""
-    entries: list[tuple[_Found | None, list[str]]] = [(None, [])]
+    entries: list[tuple[dt.date | None, list[str]]] = [(None, [])]
     last: _Context | None = None
     for line in text.split("\n"):
         # a Markdown heading or bold line may be the date line: "## March 22, 1852"
         bare = line.strip().lstrip("#").strip().strip("*_").strip()
-        found = _date_line(bare, last)
-        if found is None:
+        day = _date_line(bare, last)
+        if day is None:
             last = _month_year(bare) or last
             entries[-1][1].append(line)
             continue
-        last = _Context(found.day.year, found.day.month, found.day.day)
-        entries.append((found, [line.strip()]))
+        last = _Context(day.year, day.month, day.day)
+        entries.append((day, [line.strip()]))
     if len(entries) == 1:
         return None
     units: list[Unit] = []
-    for found, lines in entries:
+    for day, lines in entries:
         body = "\n".join(lines).strip()
-        if found is None:
+        if day is None:
             if body:
                 units.append(Unit(text=body, title=title))
-        elif body:
-            day = found.day  # titled in full: a day-only line says "4th", its entry is a date
+        elif body:  # titled in full: a day-only line says "4th", its entry is a date
             units.append(Unit(text=body, title=f"{day.day} {calendar.month_name[day.month]} "
                               f"{day.year}", locator=day.isoformat(), date_start=day,
                               date_end=day))
@@ -105,18 +98,16 @@ def _month_year(line: str) -> _Context | None:
     return _Context(int(match[2]), month, 0) if match and month else None
 
 
-def _date_line(line: str, last: _Context | None) -> _Found | None:
-    """The entry date ``line`` states, whole or before a dash, read after ``last``."""
+def _date_line(line: str, last: _Context | None) -> dt.date | None:
+    """The day ``line`` opens an entry with (alone, or before the entry's text), read after
+    ``last``."""
     for pattern in (_ISO, _MONTH_DAY, _DAY_MONTH, _DAY_ONLY):
         match = pattern.match(line)
-        if match is None:
-            continue
-        after = _AFTER.match(line, match.end())
-        if after is None:
+        if match is None or _AFTER.match(line, match.end()) is None:
             continue
         day = _resolve(pattern, match, last)
         if day is not None:
-            return _Found(line[:match.end()].strip(" ,"), day, line[after.end():].strip())
+            return day
     return None
 
 

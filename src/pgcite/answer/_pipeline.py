@@ -12,7 +12,6 @@ another author's words in the first person. Every such decision is written to ``
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -48,7 +47,7 @@ from pgcite.retrieve._answerability import (
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._when import UPPER_BOUND
+from pgcite.retrieve._when import UPPER_BOUND, YEAR
 
 # Abstain below this best cosine similarity, per embedding model. Measured on the Pepys golden
 # set (docs/answers.md, "Choosing the threshold"); a model without a measured value never
@@ -57,7 +56,6 @@ DEFAULT_THRESHOLDS: dict[str, float] = {"all-MiniLM-L6-v2": 0.30}
 PERSONA_ABSTENTION = "I did not write about that."
 PLAIN_ABSTENTION = "The sources do not answer this."
 EXCERPT_CHARS = 400
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
 # How far before the earliest retrieved passage a year must be for the year rule to call the
 # question absent (when no passage names it): sources recall their recent past (a diary of the
 # 1660s remembers the King's execution in 1649 without writing the year), so only a generation
@@ -371,7 +369,7 @@ def asks_outside_sources(question: str, hits: list[Hit]) -> str | None:
     those years written in a retrieved passage."""
     # a year that bounds the question from above ("before 1664", "up to June 1664") asks about
     # the time before it, which sources that end earlier do cover: only the other years count
-    years = [int(y) for y in _YEAR.findall(UPPER_BOUND.sub(" ", question))]
+    years = [int(y) for y in YEAR.findall(UPPER_BOUND.sub(" ", question))]
     starts = [h.date_start or h.date_end for h in hits]
     ends = [h.date_end or h.date_start for h in hits]
     if not years or not ends or any(d is None for d in ends):

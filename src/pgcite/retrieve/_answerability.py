@@ -48,7 +48,7 @@ from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import unaccented
 from pgcite.retrieve._sql import EVIDENCE_DEPTH
 from pgcite.retrieve._verbs import IRREGULAR
-from pgcite.retrieve._when import UPPER_BOUND
+from pgcite.retrieve._when import UPPER_BOUND, YEAR
 from pgcite.store._collections import CollectionSettings, validate_name
 
 SIGNALS: tuple[str, ...] = ("cosine", "coverage", "best_coverage", "agreement", "gap",
@@ -99,9 +99,6 @@ WORDING_SIGNALS: tuple[str, ...] = ("coverage", "best_coverage", "unknown_names"
 _POSSESSIVE = re.compile(r"['’]s$")
 
 
-_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
-
-
 def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
     """The question's words that name what the passages' metadata says, not what their text
     does: a name that is a word of a retrieved passage's author ("Pepys", or "Pepys's", put to
@@ -122,7 +119,7 @@ def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
     if dates:
         first, last = min(dates).year, max(dates).year
         bounds = set(UPPER_BOUND.findall(question))
-        found += [y for y in dict.fromkeys(_YEAR.findall(question))
+        found += [y for y in dict.fromkeys(YEAR.findall(question))
                   if first <= int(y) <= last or y in bounds]
     return found
 

@@ -19,12 +19,14 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 # the time before, which any earlier passage may cover: it names no period.
 _MONTH_INDEX = {m: i + 1 for i, m in enumerate(_MONTHS)} | {
     m[:3]: i + 1 for i, m in enumerate(_MONTHS)} | {"sept": 9}
+_YEAR_TEXT = r"1[0-9]{3}|20[0-9]{2}"  # a year a question or a passage may name: 1000-2099
+YEAR = re.compile(rf"\b({_YEAR_TEXT})\b")
 _PERIOD = re.compile(
     r"\b(?:(?P<month>" + "|".join(sorted(_MONTH_INDEX, key=len, reverse=True))
-    + r")\.?\s+(?:of\s+)?)?(?P<year>1[0-9]{3}|20[0-9]{2})(?:\s*[-–/]\s*(?P<to>[0-9]{2,4}))?\b",
+    + rf")\.?\s+(?:of\s+)?)?(?P<year>{_YEAR_TEXT})(?:\s*[-–/]\s*(?P<to>[0-9]{{2,4}}))?\b",
     re.IGNORECASE)
 UPPER_BOUND = re.compile(r"\b(?:before|until|till|up\s+to|prior\s+to|by)\s+"
-                         r"(?:[A-Za-z]+\s+){0,2}(1[0-9]{3}|20[0-9]{2})\b", re.IGNORECASE)
+                         rf"(?:[A-Za-z]+\s+){{0,2}}({_YEAR_TEXT})\b", re.IGNORECASE)
 
 
 def asked_periods(question: str) -> list[tuple[dt.date, dt.date]]:

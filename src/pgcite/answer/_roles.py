@@ -120,7 +120,7 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
             len(words) <= HEADING_MAX_WORDS and _capitals(text)):
         return "heading"
     when = _WORD.findall(_CLOCK.sub(" ", bare).casefold())
-    if when and all(w in _DATE_WORDS or _ORDINAL.match(w) for w in when):
+    if when and _all_dates(when):
         return "date"
     if language == "english" and len(words) <= HEADING_MAX_WORDS + 4:
         if _SALUTATION.match(bare):
@@ -128,8 +128,7 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
         if _CLOSING.match(bare) or _NAME_LINE.match(bare):
             return "signature"
     if _FIELD.match(bare):  # "Present: Mr. Green, Mr. Sugden, the Secretary." says who was there
-        value = _WORD.findall(bare.split(":", 1)[1].casefold())
-        return "date" if all(w in _DATE_WORDS or _ORDINAL.match(w) for w in value) else None
+        return "date" if _all_dates(_WORD.findall(bare.split(":", 1)[1].casefold())) else None
     if not bare.endswith(tuple(_CLOSING_MARKS)) and len(words) <= HEADING_MAX_WORDS:
         return "heading"  # a title: short, and nothing closes it
     if language != "english" or len(words) > FRAGMENT_MAX_WORDS or _has_verb(_verb_slots(bare)):
@@ -157,6 +156,11 @@ def heads_a_list(line: str, following: str | None) -> bool:
     brass telescope …"): it names what the list holds and says none of it."""
     return (following is not None and is_list_item(following) and not is_list_item(line)
             and not line.strip().endswith(tuple(_CLOSING_MARKS)))
+
+
+def _all_dates(words: list[str]) -> bool:
+    """Every word a date's: a month, a weekday, an ordinal ("thursday", "march", "22nd")."""
+    return all(w in _DATE_WORDS or _ORDINAL.match(w) for w in words)
 
 
 def _capitals(text: str) -> bool:

@@ -229,6 +229,10 @@ def test_only_facts_that_aggregate_passages_are_stated(navy: pgcite.Collection) 
     often = navy.answer("How often did Pepys see Sir W. Batten?", options={"threshold": 0.0})
     assert [(f.key, f.passages) for f in often.entities] == [("w batten", 7)]
     assert often.answer.startswith("W. Batten is named in 7 passages [")
+    # ... of how often someone is there, not of how often something happened
+    won = navy.answer("How many times did Sir W. Batten win a prize?", options={"threshold": 0.0})
+    assert navy.view().entity_evidence("How many times did Sir W. Batten win a prize?") is not None
+    assert not won.abstained and won.entities == [] and "is named in" not in won.answer
     # ... but not of an organisation ("the Navy" is no one to see)
     navy_often = navy.view().entity_evidence("How often is the Navy named?")
     assert navy_often is not None and navy_often.anchor.label == "ORG"
@@ -330,3 +334,19 @@ def test_mcp_answer_tool_has_the_entities(client: pgcite.Client,
     assert cited <= set(data["citations"])  # type: ignore[arg-type]
     assert not {_doc(c) for c in cited} & AFTER_CUTOFF
     assert asyncio.run(main(entity_facts=False))["entities"] == []
+
+
+@pytest.mark.parametrize(("question", "presence"), [
+    ("How often did Pepys see Sir W. Batten?", True),
+    ("How many times was he at Deptford?", True),
+    ("How many times is Mrs. Knipp mentioned?", True),
+    ("How often was Sir W. Penn with Sir W. Batten?", True),
+    ("How many times has Polonia won the cup?", False),
+    ("How many times did plague occur in Venice?", False),
+    ("How often does Doctor Who travel by himself?", False),
+])
+def test_a_count_of_passages_answers_only_how_often_someone_is_there(
+        question: str, presence: bool) -> None:
+    from pgcite.answer._facts import asks_presence
+
+    assert asks_presence(question) is presence

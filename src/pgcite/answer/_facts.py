@@ -20,10 +20,12 @@ while the judged Pepys who/where set keeps all its gain (bench/results/entities,
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pgcite.answer._context import to_passage
+from pgcite.answer._extractive import content_words
 from pgcite.answer._types import ContextPassage, EntityFact
 from pgcite.retrieve._entities import KIND_LABELS, EntityEvidence, RelatedEntity
 from pgcite.retrieve._hits import Hit
@@ -36,6 +38,16 @@ _HEADS = {"who": "People named with {anchor}: ", "where": "Places named with {an
 # a place ("How often do Parliament elections take place?" asks no count of passages).
 MIN_TOP, MIN_EACH = 3, 2
 _COUNTED = frozenset(KIND_LABELS["person"] + KIND_LABELS["place"])
+# ... and only for a question about the entities' presence: how often someone was seen, met,
+# visited or mentioned. One that asks how often something happened ("How many times has
+# Polonia won the cup?", "How many times did plague occur in Venice?") is not answered by how
+# many passages name the entity (XQuAD en: "Polonia is named in 1 passage" was quoted first
+# where "won the cup twice" answers). The question's words other than its names must all be
+# among these (stemmed as the answerer stems).
+_PRESENCE = frozenset(content_words(
+    "often frequently times together see saw seen meet met visit mention name named write wrote"
+    " written speak spoke spoken talk dine call go went gone come came hear heard"))
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 
 
 @dataclass
@@ -49,10 +61,11 @@ class Facts:
     entities: list[EntityFact] = field(default_factory=list)
 
 
-def entity_facts(evidence: EntityEvidence | None, given: Sequence[ContextPassage]) -> Facts:
+def entity_facts(evidence: EntityEvidence | None, given: Sequence[ContextPassage],
+                 question: str) -> Facts:
     """The sentence stating ``evidence`` (empty without evidence, or with nothing to state),
     citing only its passages that the request may see (``evidence.passages``)."""
-    if evidence is None:
+    if evidence is None or (evidence.ask == "how often" and not asks_presence(question)):
         return Facts()
     readable = {h.id for h in evidence.passages}
     facts = [f for f in (_fact(evidence, e, readable) for e in _stated(evidence))
@@ -66,6 +79,13 @@ def entity_facts(evidence: EntityEvidence | None, given: Sequence[ContextPassage
                 for i, h in enumerate(hits)]
     return Facts(text=_sentence(evidence, facts), passages=passages, hits=hits,
                  entities=facts)
+
+
+def asks_presence(question: str) -> bool:
+    """Whether a how-often question asks only how often its names occur (see _PRESENCE): its
+    words after the first, leaving out capitalised ones (the names), are all presence words."""
+    words = [w for w in _WORD.findall(question)[1:] if not w[:1].isupper()]
+    return content_words(" ".join(words)) <= _PRESENCE
 
 
 def _stated(evidence: EntityEvidence) -> list[RelatedEntity]:

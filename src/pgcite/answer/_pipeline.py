@@ -321,7 +321,8 @@ def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:
     if run.evidence is None or text.strip() == run.policy.abstention:
         return Facts()
     started = time.perf_counter()
-    facts = entity_facts(run.evidence([*cited_ids(text), *(p.id for p in passages)]), passages)
+    facts = entity_facts(run.evidence([*cited_ids(text), *(p.id for p in passages)]), passages,
+                         run.question)
     run.timings["entities"] = _ms(started)
     if facts.entities:
         run.note("entities", f"{len(facts.entities)} graph fact(s) about "

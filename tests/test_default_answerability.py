@@ -322,6 +322,12 @@ def test_a_year_long_before_the_sources_is_absent_unless_a_passage_names_it() ->
     assert asks_outside_sources("Which railways ran?", letters) is None
     # the other half, unchanged: every year after the sources
     assert "1855 or earlier" in (asks_outside_sources("What happened in 1870?", letters) or "")
+    # a month is read as a month: the sources end in July 1855, their year does not
+    assert "July 1855 or earlier" in (
+        asks_outside_sources("What did she write of her illness in November 1855?", letters) or "")
+    assert asks_outside_sources("What did she write in July 1855?", letters) is None
+    assert asks_outside_sources("What happened between June 1855 and December 1855?",
+                                letters) is None
 
 
 def test_an_answer_abstains_on_a_year_long_before_its_passages(diary: pgcite.Collection) -> None:

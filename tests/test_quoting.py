@@ -42,6 +42,7 @@ ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
     # a dash before a statement is no signature: the entry after its date line
     ("— Walked to the mill with Hartley and saw the flood.", None),
     ("Ever your affectionate friend,", "signature"),
+    ("Your Lordship’s most obedient Servant,", "signature"),
     # a field of minutes with several values states them; over one value it is a line
     ("Present: Mr. Green, Mr. Sugden, the Secretary.", None), ("Date: 12 June, 1852", "date"),
     ("Subject: The Library", "heading"),

@@ -93,3 +93,20 @@ def test_a_date_line_joined_by_a_dash_is_a_sentence_of_its_own(text: str,
     """Journals of the 19th century write "March 22.—Walked …": the date line and the entry on
     one line, joined by a dash, which the entry's sentence does not keep."""
     assert split_sentences(text) == expected
+
+
+def test_a_closing_and_a_signature_are_lines_of_their_own() -> None:
+    # the diary's last entry: "S. P." over its date ran on into one sentence, its initial's
+    # period no end, and was quoted as "S. P. May 31, 1669."
+    assert split_sentences("the good God prepare me!\nS. P.\nMay 31, 1669.") == [
+        "the good God prepare me!", "S. P.", "May 31, 1669."]
+    letter = ("and in all humility take leave, may it please your Lordship,\n"
+              "Your Lordship’s most obedient Servant,\nS. P.\nThe letter was sealed up.")
+    assert split_sentences(letter) == [
+        "and in all humility take leave, may it please your Lordship,",
+        "Your Lordship’s most obedient Servant,", "S. P.", "The letter was sealed up."]
+    # a wrap is still a wrap: after an initial inside a line, before a lowercase line
+    assert split_sentences("I went with Sir W.\nPen to the office.") == [
+        "I went with Sir W. Pen to the office."]
+    wrapped = "In the afternoon we walked across the moor to the mill with\nJ. Hartley\nWho met us."
+    assert split_sentences(wrapped)[0].endswith("to the mill with J. Hartley")

@@ -47,7 +47,7 @@ from pgcite.retrieve._answerability import (
 from pgcite.retrieve._filters import Filters, merge_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._when import UPPER_BOUND, YEAR
+from pgcite.retrieve._when import UPPER_BOUND, YEAR, asked_periods
 
 # Abstain below this best cosine similarity, per embedding model. Measured on the Pepys golden
 # set (docs/answers.md, "Choosing the threshold"); a model without a measured value never
@@ -358,8 +358,9 @@ def _has_phrase(question: str) -> bool:
 
 
 def asks_outside_sources(question: str, hits: list[Hit]) -> str | None:
-    """Sources cannot report what happened after they were written: if every year the question
-    names is later than the latest retrieved passage, say so (None otherwise). Years that bound
+    """Sources cannot report what happened after they were written: if every year or month of
+    a year the question names ("in 1690", "in November 1669") begins after the latest
+    retrieved passage, say so (None otherwise). Years that bound
     the question from above ("before 1664") do not count. Undated passages could be from any
     time, so they switch the rule off.
 
@@ -375,16 +376,30 @@ def asks_outside_sources(question: str, hits: list[Hit]) -> str | None:
     ends = [h.date_end or h.date_start for h in hits]
     if not years or not ends or any(d is None for d in ends):
         return None
-    latest = max(d.year for d in ends if d is not None)
-    if min(years) > latest:
-        return (f"the question asks about {min(years)}, but every retrieved passage is dated "
-                f"{latest} or earlier")
+    late = _after(asked_periods(question), max(d for d in ends if d is not None))
+    if late:
+        return late
     earliest = min(d.year for d in starts if d is not None)
     if max(years) <= earliest - EARLY_YEARS and not any(
             str(y) in f"{h.title or ''} {h.body}" for y in years for h in hits):
         return (f"the question asks about {max(years)}, but every retrieved passage is dated "
                 f"{earliest} or later and none names the year")
     return None
+
+
+def _after(periods: list[tuple[dt.date, dt.date]], latest: dt.date) -> str | None:
+    """Why every period asked about begins after ``latest`` (None: one does not). A month is
+    read as a month: "his wife's death in November 1669" put to a diary whose retrieved
+    entries end in June 1669 asks about what the diary cannot have seen, although its year
+    does not come after the entries'."""
+    if not periods or min(since for since, _ in periods) <= latest:
+        return None
+    since, to = min(periods)
+    if since.month == 1 and (to.month, to.day) == (12, 31):
+        return (f"the question asks about {since.year}, but every retrieved passage is dated "
+                f"{latest.year} or earlier")
+    return (f"the question asks about {since:%B %Y}, but every retrieved passage is dated "
+            f"{latest:%B %Y} or earlier")
 
 
 def _generate(run: _Run, generator: Generator, request: GenerationRequest) -> tuple[str, str]:

@@ -46,7 +46,8 @@ _KIN = r"(?:servant|friend|brother|sister|son|daughter|wife|husband|father|mothe
 # after a dash is _NAME_LINE's.
 _CLOSING = re.compile(r"^(?:[—–\-~]+\s*)?(?:" + "|".join((
     rf"(?:{_ADVERBS}\s+)*yours\b",  # "Yours ever", "Ever yours"
-    rf"(?:{_ADVERBS}\s+)*your\s+(?:\w+\s+){{0,3}}{_KIN}\b",  # "(Ever) your loving sister"
+    # "(Ever) your loving sister", "Your Lordship's most obedient Servant"
+    rf"(?:{_ADVERBS}\s+)*your\s+(?:[\w'’]+\s+){{0,3}}{_KIN}\b",
     rf"{_ADVERBS}\s*[,.]",  # "Sincerely,"
     r"i\s+(?:am|remain)\b[^.!?]{0,40}\b(?:yours|your\s)",  # "I remain, dear Sir, yours …"
     r"believe\s+me\b[^.!?]{0,40}\b(?:yours|your\s)",  # "Believe me, dear Ellen, yours …"
@@ -138,6 +139,17 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
     if len(words) <= FRAGMENT_MAX_WORDS // 2 + 1:
         return "fragment"  # "So to bed.", "Thence home." (not "Several causes exist.")
     return None
+
+
+def signs_off(line: str, *, names: bool = True) -> bool:
+    """A line that is a letter's closing or (``names``) a signed name on its own ("Your
+    Lordship's most obedient Servant,", "S. P.", "— W. Hewer"): the line break after it is no
+    wrap (joined, "S. P." would run on into the date below it, its initial's period no end),
+    nor the one before a closing. (Before a name it may be: "… walked out with\nJ. Hartley".)"""
+    bare = line.strip()
+    return (len(_WORD.findall(bare)) <= HEADING_MAX_WORDS + 4
+            and (_CLOSING.match(bare) is not None
+                 or (names and _NAME_LINE.match(bare) is not None)))
 
 
 def quotable(sentence: str, language: str = "english") -> bool:

@@ -3,7 +3,9 @@
 A passage is first cut into paragraphs at blank lines. Inside a paragraph a line break is
 *soft* (the text was wrapped to a width, so the lines are joined with a space) unless the next
 line opens a block of its own (a list item, a heading, a quote, a table row) or the line before
-it is a title (a heading, or short with no closing punctuation). A sentence then ends at
+it is a title (a heading, or short with no closing punctuation); and a letter's closing or
+signature is a line of its own ("S. P." over "May 31, 1669.": joined, the initial's period
+would not end it). A sentence then ends at
 ``. ! ? ؟ ۔`` (with closing quotes, brackets and citations ``[id]`` kept on it) followed by
 space or a dash (a journal's "March 22.—Walked to the mill": the dash is left off the sentence
 after it), and at the CJK marks ``。！？`` without any; but not after an initial ("Sir W.
@@ -17,6 +19,8 @@ these few rules cover what the answer needs (English, the Pepys diary, Arabic) w
 from __future__ import annotations
 
 import re
+
+from pgcite.answer._roles import signs_off
 
 # A candidate end: the marks, closing quotes/brackets, then any citations; the rules in
 # _is_end decide. Latin and Arabic marks need a space (or the end) after them, or a dash: a
@@ -73,26 +77,30 @@ def _blocks(text: str, *, keep_lines: bool) -> list[str]:
     blocks: list[str] = []
     for paragraph in re.split(r"\n[ \t]*\n", text):
         lines = [line.strip() for line in paragraph.splitlines() if line.strip()]
-        current = ""
+        current, previous = "", ""
         for line in lines:
-            if current and _soft(current, line):
+            if current and _soft(current, line, previous):
                 current = current + line if current.endswith("-") else f"{current} {line}"
             else:
                 if current:
                     blocks.append(current)
                 current = line
+            previous = line
         if current:
             blocks.append(current)
     return blocks
 
 
-def _soft(before: str, line: str) -> bool:
-    """Is the break between ``before`` (the text so far) and ``line`` a wrap?"""
+def _soft(before: str, line: str, previous: str) -> bool:
+    """Is the break between ``before`` (the text so far, ending in the line ``previous``) and
+    ``line`` a wrap?"""
     last = before.rsplit("\n", 1)[-1]
     if _BLOCK_START.match(line) or last.startswith("#"):
         return False
     if line[:1].islower():
         return True  # a sentence carried on
+    if signs_off(previous) or signs_off(line, names=False):
+        return False  # "Your obedient Servant," over "S. P.": each a line of its own
     # A short line that does not end a sentence is a title ("Chapter 1", "Monday").
     return not (len(last) < _TITLE_MAX and not last.endswith(tuple(_CLOSING)))
 

@@ -225,19 +225,21 @@ UNRULED = "answer (entity facts without their rules: every one stated)"
 @contextlib.contextmanager
 def facts_rules(name: str) -> Iterator[None]:
     """The answerer's rules for stating a fact (pgcite.answer._facts: MIN_TOP, MIN_EACH, the
-    labels a count is stated for) switched off for the UNRULED row: the ablation."""
+    labels a count is stated for, the questions a count answers) switched off for the UNRULED
+    row: the ablation."""
     from pgcite.answer import _facts
     from pgcite.retrieve._entities import KIND_LABELS
 
-    kept = (_facts.MIN_TOP, _facts.MIN_EACH, _facts._COUNTED)
+    kept = (_facts.MIN_TOP, _facts.MIN_EACH, _facts._COUNTED, _facts.asks_presence)
     if name == UNRULED:
         _facts.MIN_TOP, _facts.MIN_EACH = 1, 1
         _facts._COUNTED = frozenset(label for labels in KIND_LABELS.values()
                                     for label in labels) | {"EVENT", "WORK_OF_ART", "MISC"}
+        _facts.asks_presence = lambda question: True
     try:
         yield
     finally:
-        _facts.MIN_TOP, _facts.MIN_EACH, _facts._COUNTED = kept
+        _facts.MIN_TOP, _facts.MIN_EACH, _facts._COUNTED, _facts.asks_presence = kept
 # Leading initials and titles of a stated name ("W. Batten", "Sir G. Carteret"): the passage
 # must name the rest.
 _NAME_SKIP = re.compile(r"^(?:[A-Z]\.|sir|lord|lady|mr|mrs|dr|the)\.?$", re.IGNORECASE)

@@ -223,6 +223,20 @@ def test_no_answer_cites_an_unretrieved_passage(diary: pgcite.Collection, text: 
         assert answer.citations
 
 
+def test_a_question_about_the_writers_own_death_abstains(diary: pgcite.Collection) -> None:
+    # corpus A is Samuel Pepys's diary alone; no score abstains first (threshold -1.0)
+    died = diary.answer("When did Samuel Pepys die?", generator=Exploding(),
+                        filters={"corpora": ["A"]}, options={"threshold": -1.0})
+    assert died.abstained and "death of Samuel Pepys" in died.trace[-1].detail
+    you = diary.answer("How did you die?", generator=Exploding(), filters={"corpora": ["A"]},
+                       options={"threshold": -1.0, "persona": "Samuel Pepys"})
+    assert you.abstained and you.answer == PERSONA_ABSTENTION
+    # the same question with temporal_check off is answered (no other rule abstains here)
+    kept = diary.answer("When did Samuel Pepys die?", filters={"corpora": ["A"]},
+                        options={"threshold": -1.0, "temporal_check": False})
+    assert not kept.abstained
+
+
 def test_questions_about_years_after_the_sources_abstain(diary: pgcite.Collection) -> None:
     # threshold=-1.0: no score abstains first, so only the year rule can (it always applies)
     late = diary.answer("What did the King do at sea in 1690?",

@@ -369,3 +369,28 @@ def test_a_new_users_archive_with_defaults(letters: pgcite.Collection, question:
     assert answer.abstained is not answers, answer.trace[-1].detail
     if answers:
         assert answer.citations
+
+
+@pytest.mark.parametrize(("question", "persona", "absent"), [
+    ("When and where did Samuel Pepys die?", None, True),
+    ("How old was Pepys when he died?", None, True),
+    ("Who attended the funeral of Samuel Pepys?", None, True),
+    ("When did the diarist die?", None, True),
+    ("How did you die?", "Samuel Pepys", True),
+    ("Where were you buried?", "Samuel Pepys", True),
+    # someone else's death, a fear, a near thing, or no persona to be "you": answerable
+    ("What did Pepys write about his wife's death?", None, False),
+    ("Did Pepys fear he would die of the plague?", None, False),
+    ("Did Pepys nearly die of the stone?", None, False),
+    ("What did Pepys bury in his garden during the Great Fire?", None, False),
+    ("How did you die?", None, False),
+])
+def test_nothing_a_writer_wrote_reports_the_writers_own_death(
+        question: str, persona: str | None, absent: bool) -> None:
+    from pgcite.answer._pipeline import asks_own_death
+
+    diary = [_hit("1660-01-01", author="Samuel Pepys"), _hit("1669-05-31", author="Samuel Pepys")]
+    assert (asks_own_death(question, diary, persona) is not None) is absent
+    # a passage by another hand (his wife's letters) may tell of it
+    assert asks_own_death(question, [*diary, _hit("1670-01-01", author="Elizabeth Pepys")],
+                          persona) is None

@@ -12,6 +12,7 @@ another author's words in the first person. Every such decision is written to ``
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -81,7 +82,9 @@ class AnswerOptions(BaseModel):
     token_budget: int = Field(default=DEFAULT_TOKEN_BUDGET, ge=50, le=1_000_000)
     threshold: float | None = None
     persona: str | None = None  # overrides the collection's persona_author
-    temporal_check: bool = True  # abstain when every year asked about is after the sources
+    # abstain when every year asked about is after the sources, or the question asks about the
+    # death of the sources' one author (asks_outside_sources, asks_own_death)
+    temporal_check: bool = True
     abstention_text: str | None = None
     attribution_fallback: str | None = None
     stages: dict[str, Any] | None = Field(
@@ -345,7 +348,9 @@ def abstention_reason(question: str, result: SearchResult, policy: _Policy,
         return f"{why}; no model was called"
     if why is not None:
         note("answerability", why + ("" if answer else "; a quoted phrase overrules it"))
-    late = asks_outside_sources(question, result.hits) if options.temporal_check else None
+    late = (asks_outside_sources(question, result.hits)
+            or asks_own_death(question, result.hits, policy.persona)
+            if options.temporal_check else None)
     if late:
         return late + "; no model was called"
     return None
@@ -385,6 +390,43 @@ def asks_outside_sources(question: str, hits: list[Hit]) -> str | None:
         return (f"the question asks about {max(years)}, but every retrieved passage is dated "
                 f"{earliest} or later and none names the year")
     return None
+
+
+# How a question asks about someone's death, {who} standing for them ("When did Pepys die?",
+# "Pepys's funeral", "the death of Samuel Pepys", "How old was Pepys when he died?").
+_DEATH_TEXT = (
+    r"{who}['’]s\s+(?:own\s+)?(?:death|funeral|burial|last\s+illness)\b",
+    r"\b(?:did|does|do|will|would)\s+{who}\s+die\b",  # not "did he nearly die": he lived
+    r"{who}\s+(?:died|dies|was\s+buried|is\s+buried|were\s+buried|are\s+buried"
+    r"|passed\s+away)\b",
+    r"\b(?:was|is|were|are)\s+{who}\s+buried\b",
+    r"\b(?:death|funeral|burial)\s+of\s+{who}",
+    r"{who}\b[^.?!]{{0,40}}\bwhen\s+(?:he|she|they)\s+died\b",
+)
+
+
+def asks_own_death(question: str, hits: list[Hit], persona: str | None = None) -> str | None:
+    """Nothing a writer wrote can report the writer's own death: a question about the death,
+    funeral or burial of the author of every retrieved passage ("When and where did Samuel
+    Pepys die?" put to his diary; "How did you die?" to the persona) is absent (None: it is
+    not, or the passages are not all one author's: a sister's letters may tell of it)."""
+    authors = {h.author for h in hits}
+    if len(authors) != 1 or None in authors:
+        return None
+    author = authors.pop() or ""
+    names = [re.escape(author), *(re.escape(w) for w in author.split() if len(w) > 2),
+             r"the\s+(?:diarist|author|writer)"]
+    speaking = persona is not None and persona.casefold() == author.casefold()
+    if speaking:  # the visitor asks the persona: "When did you die?", "your funeral"
+        names += ["you", "your"]
+    who = r"\b(?:" + "|".join(names) + r")\b"
+    pattern = "|".join(p.format(who=who) for p in _DEATH_TEXT)
+    if speaking:
+        pattern += r"|\byour\s+(?:own\s+)?(?:death|funeral|burial)\b"
+    if re.search(pattern, question, re.IGNORECASE) is None:
+        return None
+    return (f"the question asks about the death of {author}, which nothing {author} wrote "
+            "can report")
 
 
 def _after(periods: list[tuple[dt.date, dt.date]], latest: dt.date) -> str | None:

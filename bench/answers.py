@@ -298,7 +298,9 @@ class Judged:
     collection: str
     sets: tuple[Path, ...]
     limit: int | None = None  # the first N questions
-    entries: tuple[str, str] | None = None  # a collection of the diary's entries in this range
+    # a collection of the diary's entries in this range, asked the questions about it: absent
+    # ones, and those with a judged-relevant entry in the range (the others are not judged here)
+    entries: tuple[str, str] | None = None
 
 
 ABSTENTION = ROOT / "abstention"
@@ -308,6 +310,11 @@ UNSEEN = [
            (ABSTENTION / "pepys-new.jsonl", ABSTENTION / "pepys-1664.jsonl")),
     Judged("pepys February 1663 (26 entries)", "pepys", "pepys_feb1663",
            (ABSTENTION / "pepys-feb1663.jsonl",), entries=("1663-02-01", "1663-02-26")),
+    # a journal of a size between those two: the diary's 1664, its held-out questions about
+    # 1664 and every held-out absent one
+    Judged("pepys 1664 (366 entries)", "pepys", "pepys_1664",
+           (ABSTENTION / "pepys-1664.jsonl", ABSTENTION / "pepys-new.jsonl"),
+           entries=("1664-01-01", "1664-12-31")),
     Judged("xquad-en (MiniLM)", "xquad-en", "xquad_en", (DATA / "xquad" / "en",), limit=300),
     Judged("scifact (claims)", "scifact", "scifact", (DATA / "scifact",), limit=300),
 ]
@@ -353,12 +360,26 @@ def with_options(changes: dict[str, Any]) -> Callable[[Generator], Generator]:
     return wrap
 
 
+def in_range(entries: tuple[str, str]) -> list[dict[str, Any]]:
+    """The diary's entries dated in ``entries`` (first and last day, ISO)."""
+    first, last = entries
+    return [r for r in read_jsonl(DATA / "pepys-diary" / "entries.jsonl")
+            if r.get("date") and first <= r["date"] <= last]
+
+
+def judged_here(queries: list[GoldenQuery], judged: Judged) -> list[GoldenQuery]:
+    """The questions a collection of a range of entries is judged on: absent ones, and those
+    with a judged-relevant entry in it."""
+    if judged.entries is None:
+        return queries
+    ids = {r["_id"] for r in in_range(judged.entries)}
+    return [q for q in queries if not q.relevant or ids.intersection(q.relevant)]
+
+
 def judged_collection(c: pgcite.Client, judged: Judged) -> pgcite.Collection:
     if judged.entries is None:
         return c.collection(judged.collection)
-    first, last = judged.entries
-    rows = [r for r in read_jsonl(DATA / "pepys-diary" / "entries.jsonl")
-            if r.get("date") and first <= r["date"] <= last]
+    rows = in_range(judged.entries)
     path = OUT / "runs" / f"{judged.collection}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
@@ -390,8 +411,9 @@ def unseen(c: pgcite.Client, command: str, only: Sequence[str] | None = None
             print(f"{judged.name}: skipped, {missing[0]} is not here", file=sys.stderr)
             continue
         col = judged_collection(c, judged)
-        queries = [with_kind(q, judged.family == "xquad-en")
-                   for p in judged.sets for q in load_golden(p).queries][: judged.limit]
+        queries = judged_here([with_kind(q, judged.family == "xquad-en")
+                               for p in judged.sets for q in load_golden(p).queries],
+                              judged)[: judged.limit]
         view = col.view(embedder=False)
         passages = collection_passages(view)
         reverted = without(judged.family)

@@ -348,8 +348,7 @@ def abstention_reason(question: str, result: SearchResult, policy: _Policy,
         return f"{why}; no model was called"
     if why is not None:
         note("answerability", why + ("" if answer else "; a quoted phrase overrules it"))
-    late = (asks_outside_sources(question, result.hits)
-            or asks_own_death(question, result.hits, policy.persona)
+    late = (asks_outside_sources(question, result.hits, policy.persona)
             if options.temporal_check else None)
     if late:
         return late + "; no model was called"
@@ -362,12 +361,19 @@ def _has_phrase(question: str) -> bool:
     return '"' in (parse_query(question).constraint or "")
 
 
-def asks_outside_sources(question: str, hits: list[Hit]) -> str | None:
-    """Sources cannot report what happened after they were written: if every year or month of
-    a year the question names ("in 1690", "in November 1669") begins after the latest
-    retrieved passage, say so (None otherwise). Years that bound
-    the question from above ("before 1664") do not count. Undated passages could be from any
-    time, so they switch the rule off.
+def asks_outside_sources(question: str, hits: list[Hit], persona: str | None = None
+                         ) -> str | None:
+    """Sources cannot report what happened after they were written: the year rule
+    (:func:`_outside_years`) and the writer's own death (:func:`asks_own_death`). Why the
+    question is absent, or None."""
+    return _outside_years(question, hits) or asks_own_death(question, hits, persona)
+
+
+def _outside_years(question: str, hits: list[Hit]) -> str | None:
+    """If every year or month of a year the question names ("in 1690", "in November 1669")
+    begins after the latest retrieved passage, say so (None otherwise). Years that bound the
+    question from above ("before 1664") do not count. Undated passages could be from any time,
+    so they switch the rule off.
 
     The other side: a question about a time long BEFORE the sources ("Which steam railways
     were running in England in 1600?" put to letters of the 1850s) is absent when no retrieved

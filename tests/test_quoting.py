@@ -43,6 +43,8 @@ ENTRIES = [json.loads(line) for line in JOURNAL.read_text().splitlines()]
     ("— Walked to the mill with Hartley and saw the flood.", None),
     ("Ever your affectionate friend,", "signature"),
     ("Your Lordship’s most obedient Servant,", "signature"),
+    # one word is a day's label or its weather, never a statement: "Thanksgiving.", "Thawing."
+    ("Thanksgiving.", "fragment"), ("Thawing.", "fragment"), ("Rain!", "fragment"),
     # a field of minutes with several values states them; over one value it is a line
     ("Present: Mr. Green, Mr. Sugden, the Secretary.", None), ("Date: 12 June, 1852", "date"),
     ("Subject: The Library", "heading"),

@@ -110,3 +110,20 @@ def test_a_closing_and_a_signature_are_lines_of_their_own() -> None:
         "I went with Sir W. Pen to the office."]
     wrapped = "In the afternoon we walked across the moor to the mill with\nJ. Hartley\nWho met us."
     assert split_sentences(wrapped)[0].endswith("to the mill with J. Hartley")
+
+
+def test_a_farm_journals_abbreviations_dittos_and_ampersands() -> None:
+    # 19th-century account-book and farm-journal habits: none of these ends a sentence
+    assert split_sentences("Mr. Parsons preached from Ecclesiastes 3d chap. 1st verse.") == [
+        "Mr. Parsons preached from Ecclesiastes 3d chap. 1st verse."]
+    assert split_sentences("Cold. Thermo. 4° below. Killed the hogs.") == [
+        "Cold.", "Thermo. 4° below.", "Killed the hogs."]
+    assert split_sentences("N.B. The cow calved. P.S. Papa is better.") == [
+        "N.B. The cow calved.", "P.S. Papa is better."]
+    assert split_sentences("Made 62 lbs. of sugar. Do. Wednesday, 48 lbs.") == [
+        "Made 62 lbs. of sugar.", "Do. Wednesday, 48 lbs."]
+    assert split_sentences("Came home at ½ past 5 P.M. & did the milking. So to bed.") == [
+        "Came home at ½ past 5 P.M. & did the milking.", "So to bed."]
+    # "do." in lowercase still ends one: "I know not what to do. The next day …"
+    assert split_sentences("I knew not what to do. The next day it rained.") == [
+        "I knew not what to do.", "The next day it rained."]

@@ -132,6 +132,8 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
         return "date" if _all_dates(_WORD.findall(bare.split(":", 1)[1].casefold())) else None
     if not bare.endswith(tuple(_CLOSING_MARKS)) and len(words) <= HEADING_MAX_WORDS:
         return "heading"  # a title: short, and nothing closes it
+    if language == "english" and len(words) == 1:
+        return "fragment"  # "Thanksgiving.", "Thawing.", "Rain!": a day's label or its weather
     if language != "english" or len(words) > FRAGMENT_MAX_WORDS or _has_verb(_verb_slots(bare)):
         return None
     if _title_case(bare):

@@ -9,8 +9,9 @@ would not end it). A sentence then ends at
 ``. ! ? ؟ ۔`` (with closing quotes, brackets and citations ``[id]`` kept on it) followed by
 space or a dash (a journal's "March 22.—Walked to the mill": the dash is left off the sentence
 after it), and at the CJK marks ``。！？`` without any; but not after an initial ("Sir W.
-Pen"), a known abbreviation ("Mr.", "St.", "e.g."), before a lowercase word (the diary's "so.
-and then"), or before a number after "No.", "c.", "p.", "ref." or a sum's unit ("10l. 5s. 6d.").
+Pen"), a known abbreviation ("Mr.", "St.", "e.g.", "chap.", "Thermo.", "N.B."), a ditto
+("Do."), before a lowercase word or "&" (the diary's "so. and then", "5 P.M. & did"), or before
+a number after "No.", "c.", "p.", "ref." or a sum's unit ("10l. 5s. 6d.").
 
 A hand-written splitter, not a library: pysbd (last release 2021) was the candidate, and
 these few rules cover what the answer needs (English, the Pepys diary, Arabic) with tests.
@@ -35,6 +36,7 @@ mr mrs ms messrs dr st sr jr prof capt col gen lt sgt rev hon gov mt ft vs viz c
 esp approx dept univ inc ltd co jan feb mar apr jun jul aug sep sept oct nov dec
 wm thos tho jno geo chas robt richd captn coll mons ld bp esq gent
 febr septemb octob novemb decemb oz dwt lb lbs cwt ca vol vols pp fig al
+chap chaps feby janry augt thermo barom n.b p.s
 """
 # Old given-name abbreviations after a title ("Sir Wm. Batten", "Capt. Jer. Smith", "Sir Ph.
 # Warwick"): a short capitalised word ending in a period right after a title does not end.
@@ -110,14 +112,14 @@ def _is_end(block: str, match: re.Match[str]) -> bool:
     rest = block[match.end():].lstrip().lstrip("—–").lstrip()  # "March 22.—Walked …"
     if marks[0] in "。！？":
         return True
-    if rest[:1].islower():
-        return False  # "so. and then": the diary's punctuation, not a sentence end
+    if rest[:1].islower() or rest[:1] == "&":
+        return False  # "so. and then", "at 5 P.M. & did the milking": not a sentence end
     if not marks.startswith(".") or marks.startswith(".."):
         return True
     before = _WORDS_BEFORE.split(block[:match.start()].strip())  # "Tuesday.—Mr" is two words
     word = before[-1].lstrip("(\"'“‘[").casefold()
-    if word in ABBREVIATIONS:
-        return False
+    if word in ABBREVIATIONS or before[-1] == "Do":
+        return False  # "Do." capitalised is an account's ditto ("Do. Wednesday, 48 lbs.")
     if (len(before) >= 2 and before[-2].rstrip(".").casefold() in _TITLES and len(word) <= 3
             and rest[:1].isupper()):
         return False  # "Sir Ph. Warwick"

@@ -127,3 +127,15 @@ def test_a_farm_journals_abbreviations_dittos_and_ampersands() -> None:
     # "do." in lowercase still ends one: "I know not what to do. The next day …"
     assert split_sentences("I knew not what to do. The next day it rained.") == [
         "I knew not what to do.", "The next day it rained."]
+
+
+def test_a_date_line_over_its_entry_and_a_soldiers_ranks() -> None:
+    # "15th Sept." on its own line: joined, the month's abbreviation ran it into the entry
+    assert split_sentences("15th Sept.\nSaw the new machines they call tanks.") == [
+        "15th Sept.", "Saw the new machines they call tanks."]
+    assert split_sentences("Sat. 18 Nov.\nFirst snow.")[-1] == "First snow."
+    # a rank before a name is no sentence end (Pepys's "Lieut. Lambert" too)
+    assert split_sentences("Pte. Harris wounded. Cpl. Evans made L/Sgt. Lieut. Morgan lectured.") \
+        == ["Pte. Harris wounded.", "Cpl. Evans made L/Sgt.", "Lieut. Morgan lectured."]
+    assert split_sentences("The 2nd Bn. relieved us. Of our Coy. only 31 answered.") == [
+        "The 2nd Bn. relieved us.", "Of our Coy. only 31 answered."]

@@ -143,6 +143,13 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
     return None
 
 
+def dates_only(line: str) -> bool:
+    """A line of dates only ("15th Sept.", "Sat. 18 Nov.", "27/6/16."): a journal's date line.
+    The break after it is no wrap: joined, "15th Sept. Saw the tanks" would be one sentence, the
+    month's abbreviation no end."""
+    return frame_role(line) == "date"
+
+
 def signs_off(line: str, *, names: bool = True) -> bool:
     """A line that is a letter's closing or (``names``) a signed name on its own ("Your
     Lordship's most obedient Servant,", "S. P.", "— W. Hewer"): the line break after it is no

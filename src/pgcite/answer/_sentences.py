@@ -3,8 +3,8 @@
 A passage is first cut into paragraphs at blank lines. Inside a paragraph a line break is
 *soft* (the text was wrapped to a width, so the lines are joined with a space) unless the next
 line opens a block of its own (a list item, a heading, a quote, a table row) or the line before
-it is a title (a heading, or short with no closing punctuation); and a letter's closing or
-signature is a line of its own ("S. P." over "May 31, 1669.": joined, the initial's period
+it is a title (a heading, or short with no closing punctuation); and a date line, a letter's
+closing or a signature is a line of its own ("S. P." over "May 31, 1669.": joined, the initial's period
 would not end it). A sentence then ends at
 ``. ! ? ؟ ۔`` (with closing quotes, brackets and citations ``[id]`` kept on it) followed by
 space or a dash (a journal's "March 22.—Walked to the mill": the dash is left off the sentence
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from pgcite.answer._roles import signs_off
+from pgcite.answer._roles import dates_only, signs_off
 
 # A candidate end: the marks, closing quotes/brackets, then any citations; the rules in
 # _is_end decide. Latin and Arabic marks need a space (or the end) after them, or a dash: a
@@ -36,7 +36,7 @@ mr mrs ms messrs dr st sr jr prof capt col gen lt sgt rev hon gov mt ft vs viz c
 esp approx dept univ inc ltd co jan feb mar apr jun jul aug sep sept oct nov dec
 wm thos tho jno geo chas robt richd captn coll mons ld bp esq gent
 febr septemb octob novemb decemb oz dwt lb lbs cwt ca vol vols pp fig al
-chap chaps feby janry augt thermo barom n.b p.s
+chap chaps feby janry augt thermo barom n.b p.s pte cpl lieut bn coy bde regt
 """
 # Old given-name abbreviations after a title ("Sir Wm. Batten", "Capt. Jer. Smith", "Sir Ph.
 # Warwick"): a short capitalised word ending in a period right after a title does not end.
@@ -101,8 +101,8 @@ def _soft(before: str, line: str, previous: str) -> bool:
         return False
     if line[:1].islower():
         return True  # a sentence carried on
-    if signs_off(previous) or signs_off(line, names=False):
-        return False  # "Your obedient Servant," over "S. P.": each a line of its own
+    if signs_off(previous) or signs_off(line, names=False) or dates_only(previous):
+        return False  # "Your obedient Servant," over "S. P.", "15th Sept." over the entry
     # A short line that does not end a sentence is a title ("Chapter 1", "Monday").
     return not (len(last) < _TITLE_MAX and not last.endswith(tuple(_CLOSING)))
 

@@ -215,3 +215,14 @@ def test_the_passages_own_author_named_in_the_question_matches_nothing() -> None
     before = PreciseGenerator(options=PreciseOptions(
         embedding=0.0, max_sentences=1, match_author=True)).generate(request)
     assert before.endswith("[cousin]"), before
+
+
+def test_a_name_after_a_title_cues_a_who_question_wherever_it_stands() -> None:
+    from pgcite.answer._qtype import has_answer_type
+
+    # journals open sentences with the person they are about
+    assert has_answer_type("who", "Capt. Lloyd killed in the first hundred yards.")
+    assert has_answer_type("who", "Sir W. Batten did dig a pit in the garden.")
+    assert has_answer_type("who", "Aunt Lucy came from Greenfield to help nurse her.")
+    assert not has_answer_type("who", "Attack at 7.30 a.m.")
+    assert not has_answer_type("who", "Lost my rifle in a shell hole.")

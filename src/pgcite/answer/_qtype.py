@@ -39,8 +39,13 @@ _DATE = re.compile(rf"\b(?:1[0-9]{{3}}|20[0-9]{{2}})s?\b|[١٢][٠-٩]{{3}}|(?:{
 _NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|"
                  "thirty|forty|fifty|hundred|thousand|million|billion|dozen|half")
 _NUMBER = re.compile(rf"[0-9٠-٩]|\b(?:{_NUMBER_WORDS})\b|مليون|ألف|مئة|مائة", re.IGNORECASE)
-# A capitalised word that does not open the sentence: a crude name detector (Latin script).
-_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)*")
+# A capitalised word that does not open the sentence: a crude name detector (Latin script);
+# or a name after a title, wherever it stands ("Capt. Lloyd killed …", "Sir W. Batten did …":
+# journals open sentences with the person they are about).
+_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]+(?: [A-Z][a-z]+)*"
+                   r"|\b(?:Mr|Mrs|Ms|Dr|Sir|Lord|Lady|Capt|Captain|Col|Colonel|Lieut|Lt|Maj|"
+                   r"Gen|Sgt|Cpl|Pte|Rev|Revd|Deacon|Esq|Aunt|Uncle|Cousin)\.? (?:[A-Z]\. )*"
+                   r"[A-Z][a-z]+")
 
 
 def question_kind(question: str) -> str:

@@ -394,3 +394,6 @@ def test_nothing_a_writer_wrote_reports_the_writers_own_death(
     # a passage by another hand (his wife's letters) may tell of it
     assert asks_own_death(question, [*diary, _hit("1670-01-01", author="Elizabeth Pepys")],
                           persona) is None
+    # no author (or a blank one): nobody's own death to rule out
+    for blank in (None, "", "  "):
+        assert asks_own_death(question, [_hit("1660-01-01", author=blank)], persona) is None

@@ -416,10 +416,10 @@ def asks_own_death(question: str, hits: list[Hit], persona: str | None = None) -
     funeral or burial of the author of every retrieved passage ("When and where did Samuel
     Pepys die?" put to his diary; "How did you die?" to the persona) is absent (None: it is
     not, or the passages are not all one author's: a sister's letters may tell of it)."""
-    authors = {h.author for h in hits}
-    if len(authors) != 1 or None in authors:
-        return None
-    author = authors.pop() or ""
+    authors = {(h.author or "").strip() for h in hits}
+    if len(authors) != 1 or "" in authors:
+        return None  # no author, or several: nobody's own death to rule out
+    author = authors.pop()
     names = [re.escape(author), *(re.escape(w) for w in author.split() if len(w) > 2),
              r"the\s+(?:diarist|author|writer)"]
     speaking = persona is not None and persona.casefold() == author.casefold()

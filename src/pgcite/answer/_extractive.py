@@ -41,8 +41,20 @@ def _stem(word: str) -> str:
     for suffix, repl in (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""),
                          ("s", ""), ("ly", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)] + repl
-    return word
+            return _old_spelling(word[: -len(suffix)] + repl)
+    return _old_spelling(word)
+
+
+def _old_spelling(stem: str) -> str:
+    """Early modern spellings read as today's: a final "ll" after a vowel ("The Rivalls",
+    "generall", "severall") and "ique" ("musique") are how the diary writes what a question
+    asks as "The Rivals", "general", "music". Folded on both sides, so a modern word only meets
+    its own old spelling ("small" and "smal" are one)."""
+    if len(stem) >= 5 and stem.endswith("ll") and stem[-3] in "aeiou":
+        return stem[:-1]
+    if len(stem) >= 6 and stem.endswith("ique"):
+        return stem[:-3] + "c"
+    return stem
 
 
 def content_words(text: str) -> set[str]:

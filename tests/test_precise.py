@@ -154,3 +154,20 @@ def test_question_words_after_what_or_which_set_the_kind() -> None:
     assert question_kind("In which decade was it built?") == "when"
     assert question_kind("What percentage of voters agreed?") == "how many"
     assert question_kind("What team won?") == "what"
+
+
+def test_an_old_spelling_matches_the_question_as_asked_today() -> None:
+    # the diary writes "The Rivalls" and "musique"; questions ask "The Rivals" and "music"
+    assert terms("saw The Rivalls with musique", "english") == terms(
+        "saw The Rivals with music", "english")
+    assert terms("severall generall matters", "english") == terms(
+        "several general matters", "english")
+    diary = [
+        ContextPassage(id="a", author=None, date=None, rank=1, text=(
+            "Read the Rival Ladies, a very pretty play. Then home to bed.")),
+        ContextPassage(id="b", author=None, date=None, rank=2, text=(
+            "Saw The Rivalls, no excellent play, but good acting in it.")),
+    ]
+    # unfolded, "Rivalls" matched nothing and the better-ranked "Rival Ladies" tied and won
+    first = answer("Was The Rivals a good play?", PreciseGenerator(), diary).splitlines()[0]
+    assert first.endswith("[b]"), first

@@ -469,13 +469,12 @@ def frame_counts() -> dict[str, Any]:
         roles: dict[str, int] = {}
         sentences = framed = texts = 0
         for row in read_jsonl(path):
-            parts = split_sentences(row[key])
+            found = [frame_role(part) for part in split_sentences(row[key])]
             texts += 1
-            sentences += len(parts)
-            framed += bool(parts) and frame_role(parts[0]) is not None
-            for part in parts:
-                if (role := frame_role(part)) is not None:
-                    roles[role] = roles.get(role, 0) + 1
+            sentences += len(found)
+            framed += bool(found) and found[0] is not None
+            for role in filter(None, found):
+                roles[role] = roles.get(role, 0) + 1
         out[name] = {"texts": texts, "sentences": sentences, "set_aside": sum(roles.values()),
                      "by_role": dict(sorted(roles.items())), "open_with_a_frame": framed}
     return out

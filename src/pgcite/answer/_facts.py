@@ -20,12 +20,11 @@ while the judged Pepys who/where set keeps all its gain (bench/results/entities,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pgcite.answer._context import to_passage
-from pgcite.answer._extractive import content_words
+from pgcite.answer._extractive import _WORD, content_words
 from pgcite.answer._types import ContextPassage, EntityFact
 from pgcite.retrieve._entities import KIND_LABELS, EntityEvidence, RelatedEntity
 from pgcite.retrieve._hits import Hit
@@ -47,7 +46,6 @@ _COUNTED = frozenset(KIND_LABELS["person"] + KIND_LABELS["place"])
 _PRESENCE = frozenset(content_words(
     "often frequently times together see saw seen meet met visit mention name named write wrote"
     " written speak spoke spoken talk dine call go went gone come came hear heard"))
-_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 
 
 @dataclass

@@ -123,11 +123,10 @@ def frame_role(sentence: str, language: str = "english") -> Role | None:
     when = _WORD.findall(_CLOCK.sub(" ", bare).casefold())
     if when and _all_dates(when):
         return "date"
-    if language == "english" and len(words) <= HEADING_MAX_WORDS + 4:
-        if _SALUTATION.match(bare):
-            return "salutation"
-        if _CLOSING.match(bare) or _NAME_LINE.match(bare):
-            return "signature"
+    if language == "english" and len(words) <= HEADING_MAX_WORDS + 4 and _SALUTATION.match(bare):
+        return "salutation"
+    if language == "english" and signs_off(bare):
+        return "signature"
     if _FIELD.match(bare):  # "Present: Mr. Green, Mr. Sugden, the Secretary." says who was there
         return "date" if _all_dates(_WORD.findall(bare.split(":", 1)[1].casefold())) else None
     if not bare.endswith(tuple(_CLOSING_MARKS)) and len(words) <= HEADING_MAX_WORDS:

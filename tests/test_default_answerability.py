@@ -378,6 +378,11 @@ def test_a_new_users_archive_with_defaults(letters: pgcite.Collection, question:
     ("When did the diarist die?", None, True),
     ("How did you die?", "Samuel Pepys", True),
     ("Where were you buried?", "Samuel Pepys", True),
+    ("What was said at your funeral?", "Samuel Pepys", True),
+    ("How old were you when you died?", "Samuel Pepys", True),
+    # the persona asked about someone else's death: answerable
+    ("What did you write about the death of your father?", "Samuel Pepys", False),
+    ("What did you do when he died?", "Samuel Pepys", False),
     # someone else's death, a fear, a near thing, or no persona to be "you": answerable
     ("What did Pepys write about his wife's death?", None, False),
     ("Did Pepys fear he would die of the plague?", None, False),

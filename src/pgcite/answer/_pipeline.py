@@ -398,17 +398,23 @@ def _outside_years(question: str, hits: list[Hit]) -> str | None:
     return None
 
 
-# How a question asks about someone's death, {who} standing for them ("When did Pepys die?",
-# "Pepys's funeral", "the death of Samuel Pepys", "How old was Pepys when he died?").
+# How a question asks about someone's death: {who} stands for them, {whose} for their
+# possessive and {they} for the pronoun that takes them up ("When did Pepys die?", "Pepys's
+# funeral", "the death of Samuel Pepys", "How old was Pepys when he died?"; the persona asked
+# "How did you die?", "your funeral", "How old were you when you died?").
 _DEATH_TEXT = (
-    r"{who}['’]s\s+(?:own\s+)?(?:death|funeral|burial|last\s+illness)\b",
+    r"{whose}\s+(?:own\s+)?(?:death|funeral|burial|last\s+illness)\b",
     r"\b(?:did|does|do|will|would)\s+{who}\s+die\b",  # not "did he nearly die": he lived
     r"{who}\s+(?:died|dies|was\s+buried|is\s+buried|were\s+buried|are\s+buried"
     r"|passed\s+away)\b",
     r"\b(?:was|is|were|are)\s+{who}\s+buried\b",
-    r"\b(?:death|funeral|burial)\s+of\s+{who}",
-    r"{who}\b[^.?!]{{0,40}}\bwhen\s+(?:he|she|they)\s+died\b",
+    r"\b(?:death|funeral|burial)\s+of\s+{who}\b",
+    r"{who}\b[^.?!]{{0,40}}\bwhen\s+{they}\s+died\b",
 )
+
+
+def _death_pattern(who: str, whose: str, they: str) -> str:
+    return "|".join(p.format(who=who, whose=whose, they=they) for p in _DEATH_TEXT)
 
 
 def asks_own_death(question: str, hits: list[Hit], persona: str | None = None) -> str | None:
@@ -422,14 +428,12 @@ def asks_own_death(question: str, hits: list[Hit], persona: str | None = None) -
     author = authors.pop()
     names = [re.escape(author), *(re.escape(w) for w in author.split() if len(w) > 2),
              r"the\s+(?:diarist|author|writer)"]
-    speaking = persona is not None and persona.casefold() == author.casefold()
-    if speaking:  # the visitor asks the persona: "When did you die?", "your funeral"
-        names += ["you", "your"]
     who = r"\b(?:" + "|".join(names) + r")\b"
-    pattern = "|".join(p.format(who=who) for p in _DEATH_TEXT)
-    if speaking:
-        pattern += r"|\byour\s+(?:own\s+)?(?:death|funeral|burial)\b"
-    if re.search(pattern, question, re.IGNORECASE) is None:
+    patterns = [_death_pattern(who, who + r"['’]s", r"(?:he|she|they)")]
+    if persona is not None and persona.casefold() == author.casefold():
+        # the visitor asks the persona in the second person (not "the death of your father")
+        patterns.append(_death_pattern(r"\byou\b", r"\byour", r"you"))
+    if re.search("|".join(patterns), question, re.IGNORECASE) is None:
         return None
     return (f"the question asks about the death of {author}, which nothing {author} wrote "
             "can report")

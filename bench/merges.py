@@ -195,7 +195,8 @@ def cached_plans(col: pgcite.Collection, vocab: list[str], rng: np.random.Genera
         for i, text in enumerate(random_queries(vocab, rng, n)):
             literal, params = prepare_search(col.info, snap, text, filters=Filters(),
                                              options=options, query_vector=None)
-            runs = [("literal", literal), ("parameter", parameter)]
+            runs: list[tuple[str, sql.SQL | sql.Composed]] = [("literal", literal),
+                                                              ("parameter", parameter)]
             for label, statement in runs if i % 2 == 0 else runs[::-1]:
                 t0 = time.perf_counter()
                 conn.execute(statement, params, prepare=True).fetchall()

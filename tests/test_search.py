@@ -172,6 +172,39 @@ def test_vector_leg_uses_the_hnsw_index(diary: pgcite.Collection) -> None:
     assert "chunks_hnsw_" in plan, plan
 
 
+def test_a_search_statement_is_rendered_once_per_shape(diary: pgcite.Collection) -> None:
+    """The cached text is what composing the statement on a connection renders, and any change
+    of shape (filters, mode, depth) is another statement."""
+    from pgcite.retrieve._search import SearchOptions, prepare_search
+    from pgcite.retrieve._sql import StatementShape, build_search_sql, search_statement
+
+    snap = diary.active_snapshot()
+    vector = np.ones(384, dtype=np.float32)
+
+    def statement(filters: Filters, **options: object) -> sql.SQL:
+        return prepare_search(diary.info, snap, "fire", filters=filters,
+                              options=SearchOptions(**options), query_vector=vector)[0]
+
+    plain = statement(Filters(), top_k=5)
+    assert statement(Filters(), top_k=5) is plain  # from the cache
+    others = [statement(Filters(corpora=["A"]), top_k=5), statement(Filters(), top_k=6),
+              statement(Filters(), top_k=5, mode="keyword")]
+    assert len({s.as_string() for s in [plain, *others]}) == 4
+    shape = StatementShape(
+        schema=diary.info.schema_name, ts_config=diary.info.ts_config,
+        model_key=snap.embed_model, dim=snap.embed_dim, halfvec=diary.info.settings.halfvec,
+        mode="hybrid", filters="true", constraint=False, filtered=False, fusion="convex",
+        fetch=15, limit=5, term_depth=None, snapshot_id=snap.snapshot_id)
+    composed = build_search_sql(
+        schema=diary.info.schema_id, ts_config=diary.info.ts_config,
+        model_key=snap.embed_model, dim=snap.embed_dim, halfvec=diary.info.settings.halfvec,
+        mode="hybrid", filters=sql.SQL("true"), constraint=False, filtered=False,
+        fusion="convex", fetch=15, limit=5, snapshot_id=snap.snapshot_id)
+    with diary.client.connection() as conn:
+        assert search_statement(shape).as_string(conn) == composed.as_string(conn)
+    assert search_statement(shape).as_string() == plain.as_string()
+
+
 def test_bm25_matches_a_reference_computation(diary: pgcite.Collection) -> None:
     """Keyword scores equal BM25 computed in Python from the same analysed lexemes."""
     k1, b = 1.2, 0.75

@@ -20,7 +20,7 @@ from pgcite.retrieve._answerability import names_text, signals_from_row
 from pgcite.retrieve._filters import Filters, compile_filters
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._query_text import parse_query
-from pgcite.retrieve._sql import build_search_sql
+from pgcite.retrieve._sql import StatementShape, search_statement
 from pgcite.store._collections import CollectionInfo, CollectionSettings
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -143,7 +143,7 @@ def prepare_search(
     options: SearchOptions,
     query_vector: np.ndarray | None,
     explain: bool = False,
-) -> tuple[sql.Composed, dict[str, Any]]:
+) -> tuple[sql.SQL, dict[str, Any]]:
     """The statement and its bound parameters for one search (also used to EXPLAIN it)."""
     options = options.resolved(info.settings)
     weights = options.weights or (1.0, 1.0)  # resolved: never None
@@ -160,15 +160,16 @@ def prepare_search(
         if query_vector is None:
             raise PgciteError("a vector search needs a query vector")
         params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
-    statement = build_search_sql(
-        schema=info.schema_id, ts_config=info.ts_config, model_key=snapshot.embed_model,
+    statement = search_statement(StatementShape(
+        schema=info.schema_name, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
-        filters=compiled.sql(), constraint=parsed.constraint is not None,
-        filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION, fetch=options.fetch,
+        filters=compiled.sql().as_string(), constraint=parsed.constraint is not None,
+        filtered=bool(compiled.clauses), fusion=options.fusion or DEFAULT_FUSION,
+        fetch=options.fetch,
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
         term_depth=options.term_depth, snapshot_id=snapshot.snapshot_id,
-    )
+    ))
     return statement, params
 
 

@@ -156,6 +156,7 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
     for q in queries[:20]:  # warm-up: pool, caches, plans; not recorded
         for variant in variants:
             variant(q)
+    names = list(wall)  # the table's order: the variants' own
     wall.clear()
     database.clear()
     snippets.clear()
@@ -164,7 +165,8 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
         for variant in order.sample(variants, len(variants)):
             variant(q)
     out: dict[str, dict[str, float]] = {}
-    for name, samples in wall.items():
+    for name in names:
+        samples = wall[name]
         row = {"wall_" + k if k != "n" else k: v for k, v in stats(samples).items()}
         if name in database:
             row["database_p50_ms"] = round(statistics.median(database[name]), 2)

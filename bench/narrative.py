@@ -36,6 +36,9 @@ Variants (docs/answers.md, "Fact and paraphrase questions on narrative text"):
   keeps the question's own vector. Paraphrase questions ask in words the diary lacks
   ("blaze", "monarch", "hairpiece"); the vector leg's passages hold the diary's ("fire",
   "king", "periwig"), and unlike RM3 only words close to one of the question's are taken.
+- ``vector_lean``: the router's fallback before 2026-12-06 for long questions without names
+  when no LLM can write HyDE's passage: the legs weighed 0.2 / 0.8 (the default now searches
+  them with the collection's own weights).
 - ``aliases``: the names the question mentions expanded, on the keyword leg, with every
   spelling the entity graph stores for them (aliases and mentions: "Sir W. Pen", "Sir William
   Penn"); collections without entities search as the default.
@@ -82,6 +85,7 @@ from pgcite.retrieve._entities import recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import Hit
 from pgcite.retrieve._passages import passage_window
+from pgcite.retrieve._route import heuristic_route
 from pgcite.retrieve._view import SearchView
 
 OUT = RESULTS / "narrative"
@@ -336,10 +340,18 @@ def before(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
                        options=pgcite.SearchOptions(top_k=top_k), stages={"date_boost": 0})
 
 
+def vector_lean(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
+    """The router's former fallback for its hyde route without an LLM (long questions without
+    names): the legs weighed 0.2 / 0.8 instead of the collection's own."""
+    lean = (0.2, 0.8) if heuristic_route(query.text).name == "hyde" else None
+    return view.search(query.text, filters=Filters(cutoff=query.cutoff),
+                       options=pgcite.SearchOptions(top_k=top_k, weights=lean))
+
+
 VARIANTS: dict[str, Search] = {"before": before, "default": default, "rm3": rm3, "e5": default,
                                "neighbours": default, "docfusion": docfusion, "aliases": aliases,
                                "siblings": siblings, "bridge": bridge, "chunks128": default,
-                               "chunks64": default}
+                               "chunks64": default, "vector_lean": vector_lean}
 CHUNK_VARIANTS = {"chunks128": 128, "chunks64": 64}  # variant -> the collection's chunk_tokens
 
 

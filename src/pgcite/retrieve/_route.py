@@ -2,7 +2,7 @@
 
 Routes: ``keyword`` (exact names, quoted phrases, ids, bare terms → keyword-heavy hybrid),
 ``decompose`` (multi-concept), ``hyde`` (long abstract questions in everyday words, where the
-sources' vocabulary likely differs → HyDE, or a vector-heavy hybrid without an LLM) and
+sources' vocabulary likely differs → HyDE, or the plain hybrid without an LLM) and
 ``direct`` (plain hybrid). When the signals are weak the heuristic says it is unsure, and an LLM
 router (if configured) may decide instead; its answer is validated against these four names.
 """

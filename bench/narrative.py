@@ -39,8 +39,6 @@ Variants (docs/answers.md, "Fact and paraphrase questions on narrative text"):
 - ``vector_lean``: the router's fallback before 2026-12-06 for long questions without names
   when no LLM can write HyDE's passage: the legs weighed 0.2 / 0.8 (the default now searches
   them with the collection's own weights).
-- ``named8``: the router's cut before 2026-12-06 for a question that names someone: keyword-heavy
-  up to 8 words (now 10).
 - ``aliases``: the names the question mentions expanded, on the keyword leg, with every
   spelling the entity graph stores for them (aliases and mentions: "Sir W. Pen", "Sir William
   Penn"); collections without entities search as the default.
@@ -82,7 +80,7 @@ from pgcite.answer import AnswerOptions, AnswerSettings, answer_question
 from pgcite.evaluate import GoldenQuery, GoldenSet, ScoredHit, SearchOutcome, evaluate, load_golden
 from pgcite.evaluate._answers import collection_passages, score_answer, summarize_by_kind
 from pgcite.evaluate._collection import run_metadata
-from pgcite.retrieve import SearchResult, _route
+from pgcite.retrieve import SearchResult
 from pgcite.retrieve._entities import recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import Hit
@@ -350,21 +348,10 @@ def vector_lean(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResul
                        options=pgcite.SearchOptions(top_k=top_k, weights=lean))
 
 
-def named8(view: SearchView, query: GoldenQuery, top_k: int) -> SearchResult:
-    """The router's cut before 2026-12-06 for a question naming someone: keyword-heavy up to 8
-    words (now 10)."""
-    kept = _route.SHORT_NAMED_QUESTION
-    _route.SHORT_NAMED_QUESTION = 8
-    try:
-        return default(view, query, top_k)
-    finally:
-        _route.SHORT_NAMED_QUESTION = kept
-
-
 VARIANTS: dict[str, Search] = {"before": before, "default": default, "rm3": rm3, "e5": default,
                                "neighbours": default, "docfusion": docfusion, "aliases": aliases,
                                "siblings": siblings, "bridge": bridge, "chunks128": default,
-                               "chunks64": default, "vector_lean": vector_lean, "named8": named8}
+                               "chunks64": default, "vector_lean": vector_lean}
 CHUNK_VARIANTS = {"chunks128": 128, "chunks64": 64}  # variant -> the collection's chunk_tokens
 
 

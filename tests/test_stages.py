@@ -37,9 +37,6 @@ from tests.llm_server import chat_completion, serve
     ("How did the diarist safeguard his valuables as the great blaze spread toward his house?",
      "hyde"),
     ("What did Samuel Pepys see during the Great Fire of London in September 1666?", "direct"),
-    # a question naming someone in ten words is still short; text that is no question is not
-    ("What did Pepys think of The Taming of the Shrew?", "keyword"),
-    ("Pepys on The Taming of the Shrew and its actors", "direct"),
 ])
 def test_heuristic_routes(question: str, route: str) -> None:
     assert heuristic_route(question).name == route

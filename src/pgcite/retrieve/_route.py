@@ -25,15 +25,6 @@ _TOKEN = re.compile(r"[\w'’-]+")
 # digits then a code (2024-001A). Not acronyms (UK, SIDS) and not "0-dimensional" or "5th":
 # on SciFact those sent half the claims keyword-heavy and cost nDCG (bench/stages.py).
 _ID = re.compile(r"^[A-Za-z]{1,6}[-_]?\d{2,}[A-Za-z\d-]*$|^\d+[-_][A-Z\d]+$")
-# Text naming someone (or a title, a place) in at most SHORT_NAMED words goes keyword-heavy: its
-# names are what a passage must hold; a question (one that opens with a question word) up to
-# SHORT_NAMED_QUESTION words. The second was 8 as well until 2026-12-06: 10 measured better on
-# every Pepys set (nDCG@10 over 94 judged questions 0.617 -> 0.631, fact 0.680 -> 0.707, no kind
-# lower: "What did Pepys think of The Taming of the Shrew?") with XQuAD en level at 0.989 (52 of
-# its first 300 questions change route) and SciFact level. Raising both to 10 lowered XQuAD en
-# (0.989 -> 0.987: "In what year ..." questions), and 12 for questions did too (docs/retrieval.md).
-SHORT_NAMED = 8
-SHORT_NAMED_QUESTION = 10
 _QUESTION_WORDS = frozenset(
     ["what", "how", "why", "when", "where", "who", "whom", "whose", "which", "did", "does", "do", "is", "are", "was", "were", "can", "could", "should", "would", "will", "has", "have", "had", "tell", "explain", "describe"])
 
@@ -72,7 +63,7 @@ def heuristic_route(question: str) -> Route:
         return Route(name="keyword", reason="a few bare terms, not a question", sure=True)
     if asks and not names and len(words) >= 10:
         return Route(name="hyde", reason=f"{len(words)}-word question without names", sure=True)
-    if names and len(words) <= (SHORT_NAMED_QUESTION if asks else SHORT_NAMED):
+    if names and len(words) <= 8:
         return Route(name="keyword", reason=f"short question naming {names[0]!r}", sure=False)
     return Route(name="direct", reason="no strong signal", sure=False)
 

@@ -126,20 +126,23 @@ def test_an_upload_reads_entries_when_asked(client: pgcite.Client) -> None:
         token = create_key(conn, "journal_upload", "admin").token
     headers = {"Authorization": f"Bearer {token}"}
     url = "/v1/collections/journal_upload/documents"
+    # one event loop for every request, as a server has: without the lifespan each request
+    # ran on a loop of its own, and the async pool one of them opened hung another's shutdown
     api = TestClient(create_app(client=client, config=ServiceConfig(warm_up=False)))
     try:
-        plain = api.post(url, headers=headers, files={"files": ("journal.txt", JOURNAL)})
-        assert plain.status_code == 201, plain.text
-        assert plain.json()["report"]["undated"] == 1
-        read = api.post(url, headers=headers, data={"entries": "true"},
-                        files={"files": ("journal.txt", JOURNAL)})
-        assert read.status_code == 201, read.text
-        snapshot = read.json()["snapshotId"]
-        hits = client.collection("journal_upload").search(
-            "kitchen door water", mode="keyword", top_k=3, snapshot_id=snapshot).hits
-        assert hits[0].date_start == D(1852, 4, 2)
-        bad = api.post(url, headers=headers, data={"entries": "perhaps"},
-                       files={"files": ("journal.txt", JOURNAL)})
-        assert bad.status_code == 422  # a form value that is no boolean: a 4xx, never a 5xx
+        with api:
+            plain = api.post(url, headers=headers, files={"files": ("journal.txt", JOURNAL)})
+            assert plain.status_code == 201, plain.text
+            assert plain.json()["report"]["undated"] == 1
+            read = api.post(url, headers=headers, data={"entries": "true"},
+                            files={"files": ("journal.txt", JOURNAL)})
+            assert read.status_code == 201, read.text
+            snapshot = read.json()["snapshotId"]
+            hits = client.collection("journal_upload").search(
+                "kitchen door water", mode="keyword", top_k=3, snapshot_id=snapshot).hits
+            assert hits[0].date_start == D(1852, 4, 2)
+            bad = api.post(url, headers=headers, data={"entries": "perhaps"},
+                           files={"files": ("journal.txt", JOURNAL)})
+            assert bad.status_code == 422  # a form value that is no boolean: a 4xx, never a 5xx
     finally:
         client.drop_collection("journal_upload")

@@ -262,17 +262,20 @@ def test_upload_response_lists_changes(client: pgcite.Client, tmp_path: Path) ->
     headers = {"Authorization": f"Bearer {token}"}
     record = json.dumps({"_id": "w", "text": "Whales in the harbour.", "date": "1700"}) + "\n"
     url = "/v1/collections/reingest_http/documents"
+    # one event loop for every request, as a server has: without the lifespan each request
+    # ran on a loop of its own, and the async pool one of them opened hung another's shutdown
     api = TestClient(create_app(client=client, config=ServiceConfig(warm_up=False)))
     try:
-        first = api.post(url, headers=headers, data={"author": "Ann"},
-                         files={"files": ("w.jsonl", record)})
-        assert first.status_code == 201, first.text
-        api.post(f"/v1/collections/reingest_http/snapshots/{first.json()['snapshotId']}/activate",
-                 headers=headers).raise_for_status()
-        second = api.post(url, headers=headers, data={"author": "Bob"},
-                          files={"files": ("w.jsonl", record)})
-        assert second.status_code == 201, second.text
-        assert second.json()["report"]["changes"] == [{
-            "document_id": "w", "field": "author", "old": "Ann", "new": "Bob", "source": "flag"}]
+        with api:
+            first = api.post(url, headers=headers, data={"author": "Ann"},
+                             files={"files": ("w.jsonl", record)})
+            assert first.status_code == 201, first.text
+            api.post(f"/v1/collections/reingest_http/snapshots/{first.json()['snapshotId']}/activate",
+                     headers=headers).raise_for_status()
+            second = api.post(url, headers=headers, data={"author": "Bob"},
+                              files={"files": ("w.jsonl", record)})
+            assert second.status_code == 201, second.text
+            assert second.json()["report"]["changes"] == [{
+                "document_id": "w", "field": "author", "old": "Ann", "new": "Bob", "source": "flag"}]
     finally:
         client.drop_collection("reingest_http")

@@ -18,9 +18,9 @@ _MODELS = ("Models come from PGCITE_LLM / PGCITE_LLM_BASE_URL / PGCITE_LLM_MODEL
            "is not configured is skipped and says so.")
 RouteOpt = Annotated[bool | None, typer.Option(
     "--route/--no-route", help="Heuristic router (on by default): names/ids → keyword-heavy, "
-    "multi-concept → decompose, long questions without names → HyDE (with "
-    "--route-llm and an LLM; otherwise the plain hybrid); who/where/how-often and keyword-heavy questions get the entity boost (see "
-    "--entity-boost).", rich_help_panel="Quality stages")]
+    "multi-concept → decompose, long questions without names → HyDE (with --route-llm and an "
+    "LLM; otherwise the plain hybrid); who/where/how-often and keyword-heavy questions get the "
+    "entity boost (see --entity-boost).", rich_help_panel="Quality stages")]
 RouteLlmOpt = Annotated[bool | None, typer.Option(
     "--route-llm/--no-route-llm", help="Let the router ask the LLM when unsure and run HyDE "
     "on the hyde route (needs PGCITE_LLM).", rich_help_panel="Quality stages")]

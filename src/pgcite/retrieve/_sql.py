@@ -214,10 +214,11 @@ class StatementShape:
     snapshot_id: int | None
 
 
-# Composing the statement from its parts and rendering it for the server took ~1.5 ms a search
-# on SciFact (0.8 to compose, 0.6 to render), as long as half the server's work at top-10, and
-# the rendering was counted in the database time; a collection's searches come in a handful of
-# shapes, so each is rendered once. A new snapshot is a new shape; the least recently used go.
+# Composing the statement from its parts and rendering it took ~1.5 ms a search on SciFact
+# (0.8 to compose, 0.6 to render: client work, at top-10 as long as half the server's); a
+# collection's searches come in a handful of shapes, so each is rendered once (hybrid top-10 p50
+# wall 8.6 -> 7.6 ms side by side, bench/results/search_latency). A new snapshot is a new shape;
+# the least recently used go.
 @functools.lru_cache(maxsize=256)
 def search_statement(shape: StatementShape) -> sql.SQL:
     """:func:`build_search_sql` for ``shape``, rendered to its text once."""

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import pgcite
@@ -213,3 +215,23 @@ def test_unmark_gives_plain_text_and_spans() -> None:
     text, spans = unmark("the \ue000fire\ue001 and \ue000cheese\ue001.")
     assert text == "the fire and cheese." and spans == [(4, 8), (13, 19)]
     assert unmark("no match") == ("no match", [])
+
+
+@given(st.lists(st.sampled_from(["a", "bc", " ", "é", "\ue000", "\ue001"]), max_size=30))
+def test_unmark_matches_a_scan_of_every_character(parts: list[str]) -> None:
+    from pgcite.retrieve._snippets import unmark
+
+    marked = "".join(parts)
+    text: list[str] = []
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for char in marked:  # the reference: what unmark did before it split at the markers
+        if char == "\ue000":
+            start = len(text)
+        elif char == "\ue001":
+            if start is not None and len(text) > start:
+                spans.append((start, len(text)))
+            start = None
+        else:
+            text.append(char)
+    assert unmark(marked) == ("".join(text), spans)

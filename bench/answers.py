@@ -15,6 +15,7 @@ its generate latency is the one reported as the precise answerer's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -360,6 +361,7 @@ def with_options(changes: dict[str, Any]) -> Callable[[Generator], Generator]:
     return wrap
 
 
+@functools.cache  # read once a run: the collection is built from it and its questions chosen
 def in_range(entries: tuple[str, str]) -> list[dict[str, Any]]:
     """The diary's entries dated in ``entries`` (first and last day, ISO)."""
     first, last = entries

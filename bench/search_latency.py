@@ -4,8 +4,8 @@ snippets, the collection's stages) at top-10 and top-100, its keyword leg at top
 one-statement SQL hybrid (bench/peers.py: OR ts_rank + HNSW, RRF in SQL) and an in-memory
 reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in a shuffled order
 so that a shared machine's noise falls on every variant alike (and hybrid top-10 with its
-statement composed for each search, as before statements were cached by shape). Query vectors are precomputed:
-embedding is not measured. Then pgcite hybrid top-10 under 16 concurrent clients (threads on one
+statement composed for each search, as before statements were cached by shape). Query vectors
+are precomputed: embedding is not measured. Then pgcite hybrid top-10 under 16 concurrent clients (threads on one
 Client), and where the top-100 statement's database time goes (EXPLAIN ANALYZE with its real
 parameters: planning, each named part, the vector leg).
 

@@ -42,6 +42,7 @@ def snippet_limit(snippets: bool | int, hits: int) -> int:
 
 # Private-use characters as markers: they never occur in real text, and are removed again.
 _START, _STOP = "\ue000", "\ue001"
+_MARKERS = re.compile(f"([{_START}{_STOP}])")  # split at, kept (unmark)
 _OPTIONS = (f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=35, MinWords=15, ShortWord=2, '
             'MaxFragments=2, FragmentDelimiter=" … "')
 
@@ -105,5 +106,3 @@ def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
             length += len(part)
     return "".join(text), spans
 
-
-_MARKERS = re.compile(f"([{_START}{_STOP}])")

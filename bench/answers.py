@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from _common import (
     DATA,
+    PEPYS_FEB_1663,
+    PEPYS_JOURNAL,
     RESULTS,
     ROOT,
     cell,
@@ -310,7 +312,7 @@ UNSEEN = [
     Judged("pepys held-out questions", "pepys", "pepys",
            (ABSTENTION / "pepys-new.jsonl", ABSTENTION / "pepys-1664.jsonl")),
     Judged("pepys February 1663 (26 entries)", "pepys", "pepys_feb1663",
-           (ABSTENTION / "pepys-feb1663.jsonl",), entries=("1663-02-01", "1663-02-26")),
+           (ABSTENTION / "pepys-feb1663.jsonl",), entries=PEPYS_FEB_1663),
     # a journal of a size between those two: the diary's 1664, its held-out questions about
     # 1664 and every held-out absent one
     Judged("pepys 1664 (366 entries)", "pepys", "pepys_1664",
@@ -319,7 +321,7 @@ UNSEEN = [
     # the shape of the archive the issue measured (a journal of ~530 entries, 40 questions in
     # five kinds, 8 absent), written blind for this collection (abstention/README.md)
     Judged("pepys journal, Jul 1661-Dec 1662 (536 entries)", "pepys", "pepys_journal",
-           (ABSTENTION / "pepys-journal.jsonl",), entries=("1661-07-01", "1662-12-31")),
+           (ABSTENTION / "pepys-journal.jsonl",), entries=PEPYS_JOURNAL),
     Judged("xquad-en (MiniLM)", "xquad-en", "xquad_en", (DATA / "xquad" / "en",), limit=300),
     Judged("scifact (claims)", "scifact", "scifact", (DATA / "scifact",), limit=300),
 ]

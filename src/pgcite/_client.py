@@ -823,7 +823,8 @@ class Collection:
                                  external=external,
                                  wrap_generator=wrap_generator,
                                  entity_evidence=view.entity_evidence,
-                                 neighbours=view.neighbours)
+                                 neighbours=view.neighbours,
+                                 term_weights=view.term_weights)
         if filters.cutoff is None:
             return answer
         with self._connection() as conn:

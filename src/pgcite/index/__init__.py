@@ -25,6 +25,7 @@ from pgcite.index._merge import (
 )
 from pgcite.index._query import SNAPSHOT, Cte, KeywordLeg, absent, min_max, with_ctes
 from pgcite.index._query import count as row_count
+from pgcite.index._terms import idfs, lexemes
 from pgcite.index._writer import (
     MemberDelta,
     densify,
@@ -52,8 +53,10 @@ __all__ = [
     "densify",
     "finish_snapshot",
     "idf_value",
+    "idfs",
     "index_snapshot",
     "is_member",
+    "lexemes",
     "member_delta",
     "merge_after_build",
     "min_max",

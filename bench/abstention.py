@@ -50,11 +50,7 @@ from _common import (
 from psycopg import sql
 
 import pgcite
-from pgcite.answer._pipeline import (
-    asks_outside_sources,
-    default_threshold,
-    with_sentence_coverage,
-)
+from pgcite.answer._pipeline import asks_outside_sources, default_threshold
 from pgcite.answer._sentences import split_sentences
 from pgcite.embed._registry import embedder_for_key
 from pgcite.evaluate import GoldenQuery, load_golden
@@ -64,7 +60,6 @@ from pgcite.index import with_ctes
 from pgcite.retrieve import _sql
 from pgcite.retrieve._answerability import (
     ANY_MODEL,
-    DEFAULT_SIGNALS,
     LEXICAL,
     SIGNALS,
     AnswerabilityModel,
@@ -86,25 +81,22 @@ MINILM = "all-MiniLM-L6-v2"
 PEPYS_AUTHOR = pgcite.Overrides(author="Samuel Pepys", corpus="A")
 REMOVED_YEAR = "1664"
 
-# Candidate signals the bench computes beside the product's (SIGNALS and the sentence
-# coverage), to see whether they generalise before the product would compute them: the best
-# keyword hit's BM25 over the query's maximum; the largest share of the query's lexemes one
-# sentence of the top passages holds (counting lexemes alike: the product's sentence_coverage
-# weighs them by idf); the best cosine as a z-score against every passage's cosine to the
-# query (and less the z the best of n random passages reaches).
-EXTRA = ("keyword_strength", "sentence_terms", "cosine_z", "cosine_z_n")
-# The combinations compared. The shipped one is DEFAULT_SIGNALS: what retrieval's keyword side
-# knows, the legs' rank overlap and the sentence coverage -- no cosine, whose scale belongs to
-# one embedding model and, as measured here, to one collection (Pepys' answerable and absent
-# questions score alike). It shipped with LEXICAL alone until the sentence coverage measured
-# level or better on every collection, leave-one-collection-out (docs/answers.md).
+# Candidate signals the bench computes beside the product's (SIGNALS), to see whether they
+# generalise before the product would compute them: the best keyword hit's BM25 over the
+# query's maximum; the largest share of the query one SENTENCE of the top passages holds (idf-
+# weighted, or counting lexemes); the best cosine as a z-score against every passage's cosine
+# to the query (and less the z the best of n random passages reaches).
+EXTRA = ("keyword_strength", "sentence_coverage", "sentence_terms", "cosine_z", "cosine_z_n")
+# The combinations compared. The shipped one is LEXICAL: what retrieval's keyword side knows
+# plus the legs' rank overlap -- no cosine, whose scale belongs to one embedding model and, as
+# measured here, to one collection (Pepys' answerable and absent questions score alike).
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
-    "lexical + sentence coverage (shipped)": DEFAULT_SIGNALS,
-    "lexical: coverage, best_coverage, agreement, unknown_names, terms (shipped before)": LEXICAL,
+    "lexical: coverage, best_coverage, agreement, unknown_names, terms (shipped)": LEXICAL,
     "the seven signals (lexical + cosine + gap; the fitted model's)": SIGNALS,
     "lexical + cosine": (*LEXICAL, "cosine"),
     "lexical + cosine z-score (collection-relative)": (*LEXICAL, "cosine_z"),
     "lexical + keyword strength": (*LEXICAL, "keyword_strength"),
+    "lexical + sentence coverage": (*LEXICAL, "sentence_coverage"),
     "lexical + sentence terms": (*LEXICAL, "sentence_terms"),
 }
 SHIPPED = next(iter(FEATURE_SETS))
@@ -270,7 +262,6 @@ def observe(c: pgcite.Client, target: Target, sentence_cosine: bool) -> list[Obs
             result, _ = read_wording(q.text, result, lambda text, q=q: col.search(
                 text, top_k=TOP_K, mode="keyword", filters={"cutoff": q.cutoff},
                 snapshot_id=target.snapshot_id, snippets=False))
-            result = with_sentence_coverage(result, view.term_weights)  # as answers read it
             extra = _extra(conn, col, result, stats)
             extra.update(spread.z(embedder.embed_query(q.text), result.signals.get("cosine")))
             if sentence_cosine:
@@ -402,11 +393,12 @@ def _lexemes(conn: psycopg.Connection, ts_config: str, texts: list[str]) -> list
 def _extra(conn: psycopg.Connection, col: pgcite.Collection, result: SearchResult,
            stats: _Stats) -> dict[str, float]:
     """keyword_strength: the best keyword hit's BM25 over the most any passage could score
-    (every query lexeme at saturation, idf * (k1 + 1)); sentence_terms: the largest share of
-    the query's lexemes one sentence of the top passages holds."""
+    (every query lexeme at saturation, idf * (k1 + 1)); sentence_coverage: the largest share
+    of the query's idf mass one sentence of the top passages holds; sentence_terms: the same,
+    counting lexemes alike."""
     (query,) = _lexemes(conn, stats.ts_config, [parse_query(result.query).ranking_text])
     if not query or not result.hits:
-        return {"keyword_strength": 0.0, "sentence_terms": 0.0}
+        return {"keyword_strength": 0.0, "sentence_coverage": 0.0, "sentence_terms": 0.0}
     idf = _idf(conn, col, stats, sorted(query))
     mass = sum(idf.values())
     best = max((h.keyword_score or 0.0 for h in [*result.hits, *result.dropped]), default=0.0)
@@ -414,6 +406,7 @@ def _extra(conn: psycopg.Connection, col: pgcite.Collection, result: SearchResul
     held = _lexemes(conn, stats.ts_config, sentences)
     return {
         "keyword_strength": best / ((stats.k1 + 1) * mass) if mass else 0.0,
+        "sentence_coverage": max(sum(idf[t] for t in query & s) for s in held) / mass,
         "sentence_terms": max(len(query & s) for s in held) / len(query),
     }
 
@@ -702,7 +695,7 @@ def main() -> None:
             summary["reuse_check"] = {"every": args.check_reuse, "sets": check_reuse(
                 c, targets, obs, args.sentence_cosine, args.check_reuse)}
         fitted_on = [t.label for t in targets if t.fit]
-        shipped = fit([o for o in obs if o.target in fitted_on], DEFAULT_SIGNALS, ANY_MODEL,
+        shipped = fit([o for o in obs if o.target in fitted_on], LEXICAL, ANY_MODEL,
                       "pooled, each collection's two classes weighed equally: "
                       + "; ".join(fitted_on))
         cut = choose_cut(shipped, obs)
@@ -839,7 +832,7 @@ def report(summary: Mapping[str, Any]) -> str:
         "## The figure on record, measured again", "",
         *[f"- {k}: {_cell(v)}" for k, v in summary["record"].items()], "",
         "## The shipped model", "",
-        f"Fitted on every set marked 'in the fits'; signals {', '.join(DEFAULT_SIGNALS)}; cut "
+        f"Fitted on every set marked 'in the fits'; signals {', '.join(LEXICAL)}; cut "
         f"{meta['shipped_cut']}; the same model for every embedding model.", "",
         *[f"- {label}, {v['questions']} questions: answered "
           f"{v['answered, shipped model']:.3f}" + seen_note.format(

@@ -10,25 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from psycopg import sql
 
 import pgcite
 from pgcite.answer._pipeline import EARLY_YEARS, asks_outside_sources
 from pgcite.config import Settings
-from pgcite.index import idf_value
 from pgcite.retrieve._answerability import (
     ANY_MODEL,
-    DEFAULT_SIGNALS,
-    SENTENCE_COVERAGE,
+    LEXICAL,
     SIGNALS,
     AnswerabilityModel,
     DefaultAnswerability,
-    TermWeights,
     metadata_words,
     model_family,
     read_wording,
     respellings,
-    sentence_coverage,
     shipped_default,
     store_model,
 )
@@ -47,7 +42,7 @@ def test_the_shipped_model_loads_and_serves_every_embedding_model() -> None:
     minilm = default.for_key("all-MiniLM-L6-v2@0123abcd")
     assert minilm is not None and minilm.model_key == "all-MiniLM-L6-v2@0123abcd"
     # no cosine, no gap: their scales belong to one embedding model
-    assert tuple(minilm.signals) == DEFAULT_SIGNALS and "cosine" not in minilm.signals
+    assert tuple(minilm.signals) == LEXICAL and "cosine" not in minilm.signals
     # fp32 and int8 MiniLM (either way a key may name it), e5, a server's: the same weights,
     # each keyed to the model it scores (probability() refuses a result of another model)
     for key in ("all-MiniLM-L6-v2@0123abcd+int8", "all-MiniLM-L6-v2-int8@0123abcd",
@@ -55,49 +50,6 @@ def test_the_shipped_model_loads_and_serves_every_embedding_model() -> None:
         model = default.for_key(key)
         assert model is not None and model.model_key == key
         assert model.weights == minilm.weights and model.cut == minilm.cut
-
-
-def test_sentence_coverage_is_the_share_one_sentence_holds() -> None:
-    weights = {"penn": 3.0, "keep": 1.0, "dog": 4.0}
-    # the words are all there, but never together: a passage names Penn, another sentence a dog
-    apart = TermWeights(weights, [frozenset({"penn", "keep"}), frozenset({"dog", "bark"})])
-    together = TermWeights(weights, [frozenset({"penn", "dog", "keep"}), frozenset()])
-    assert sentence_coverage(apart) == pytest.approx(4.0 / 8.0)
-    assert sentence_coverage(together) == pytest.approx(1.0)
-    assert sentence_coverage(TermWeights({}, [frozenset({"dog"})])) == 0.0  # stop words only
-    assert sentence_coverage(TermWeights(weights, [])) == 0.0
-
-
-def test_term_weights_read_the_snapshot_as_the_keyword_leg_does(
-        fresh: pgcite.Collection) -> None:
-    view = fresh.view(embedder=False)
-    weights = view.term_weights("Where did Pepys bury his Parmazan cheese?",
-                                ["I my Parmazan cheese, as well as my wine.", "The the of."])
-    assert set(weights.query) == {"pepi", "buri", "parmazan", "chees"}  # stop words gone
-    # each idf as BM25 counts it over the snapshot's chunks, counted here the slow way; a
-    # lexeme no chunk holds ("pepi": the author is metadata, not text) has df 0
-    n, df = _chunk_counts(view, sorted(weights.query))
-    assert df["pepi"] == 0 and df["parmazan"] > 0
-    assert weights.query == pytest.approx({t: idf_value(n, df[t]) for t in weights.query})
-    assert weights.texts == [frozenset({"parmazan", "chees", "well", "wine"}), frozenset()]
-
-
-def _chunk_counts(view: Any, terms: list[str]) -> tuple[int, dict[str, int]]:
-    s = sql.Identifier(view.info.schema_name)
-    members = sql.SQL("FROM {s}.chunks c JOIN {s}.snapshot_members m USING (version_pk)"
-                      " WHERE m.snapshot_id = %s").format(s=s)
-    with view.connection() as conn:
-        (n,) = conn.execute(sql.SQL("SELECT count(*) {m}").format(m=members),
-                            (view.snapshot.snapshot_id,)).fetchone()
-        df = {t: conn.execute(sql.SQL("SELECT count(*) {m} AND c.tsv @@ %s::tsquery").format(
-            m=members), (view.snapshot.snapshot_id, t)).fetchone()[0] for t in terms}
-    return int(n), df
-
-
-def test_an_answer_reads_the_sentence_coverage(fresh: pgcite.Collection) -> None:
-    answered = fresh.answer(ANSWERABLE)
-    verdicts = " ".join(t.detail for t in answered.trace if t.step == "answerability")
-    assert f"{SENTENCE_COVERAGE} " in verdicts, verdicts
 
 
 def test_a_family_model_comes_before_the_catch_all() -> None:

@@ -823,8 +823,7 @@ class Collection:
                                  external=external,
                                  wrap_generator=wrap_generator,
                                  entity_evidence=view.entity_evidence,
-                                 neighbours=view.neighbours,
-                                 term_weights=view.term_weights)
+                                 neighbours=view.neighbours)
         if filters.cutoff is None:
             return answer
         with self._connection() as conn:

@@ -25,15 +25,8 @@ from pgcite.answer._context import DEFAULT_TOKEN_BUDGET, approx_tokens, fit_cont
 from pgcite.answer._facts import Evidence, Facts, entity_facts
 from pgcite.answer._guard import check_attribution, check_citations, cited_ids
 from pgcite.answer._precise import PreciseGenerator
-from pgcite.answer._search import (
-    AnswerSettings,
-    EntityEvidenceFn,
-    NeighboursFn,
-    SearchFn,
-    TermWeightsFn,
-)
+from pgcite.answer._search import AnswerSettings, EntityEvidenceFn, NeighboursFn, SearchFn
 from pgcite.answer._selfcheck import ExternalSearch, SelfCheck, SelfCheckOptions, merge_hits
-from pgcite.answer._sentences import split_sentences
 from pgcite.answer._types import (
     Answer,
     Attempt,
@@ -47,11 +40,9 @@ from pgcite.answer._types import (
 from pgcite.embed._base import Embedder
 from pgcite.llm import ChatModel
 from pgcite.retrieve._answerability import (
-    SENTENCE_COVERAGE,
     AnswerabilityModel,
     answerability_verdict,
     read_wording,
-    sentence_coverage,
     shipped_default,
 )
 from pgcite.retrieve._filters import Filters, merge_filters
@@ -201,7 +192,6 @@ def answer_question(
     wrap_generator: Callable[[Generator], Generator] | None = None,
     entity_evidence: EntityEvidenceFn | None = None,
     neighbours: NeighboursFn | None = None,
-    term_weights: TermWeightsFn | None = None,
 ) -> Answer:
     """Answer ``question`` from what ``search_fn`` retrieves, with checked citations (see the
     module doc). ``search_fn`` is bound to one snapshot, so every retrieval of this answer (the
@@ -217,9 +207,6 @@ def answer_question(
     ``neighbours``: the passages beside a retrieved one in its document, over the same snapshot
     and filters, given to the answerer after it (``AnswerOptions.neighbours`` either side;
     without this function, or at 0, the answerer sees the retrieved passages only).
-    ``term_weights``: the idf of the question's lexemes and the lexemes of some sentences, over
-    the same snapshot, for an answerability model that reads ``sentence_coverage`` (the shipped
-    one does; without this function the signal is missing and counts 0).
     """
     options = options or AnswerOptions()
     settings = settings or AnswerSettings()
@@ -251,8 +238,6 @@ def answer_question(
             text, top_k=options.top_k, mode="keyword", filters=merged, stages=options.stages))
         if changed := wording.describe():
             run.note("answerability", f"signals read {changed}")
-        if SENTENCE_COVERAGE in model.signals and term_weights is not None:
-            run.result = with_sentence_coverage(run.result, term_weights)
     run.timings["retrieve"] = _ms(started)  # embed + database + finding the snapshot (+ loop)
     if check is not None and reason is not None:
         answer = run.abstain(reason)
@@ -346,15 +331,6 @@ def _facts(run: _Run, text: str, passages: list[ContextPassage]) -> Facts:
         run.note("entities", f"{len(facts.entities)} graph fact(s) about "
                  f"{facts.entities[0].anchor}, {len(facts.hits)} passage(s) added to sources")
     return facts
-
-
-def with_sentence_coverage(result: SearchResult, term_weights: TermWeightsFn) -> SearchResult:
-    """``result`` with the ``sentence_coverage`` signal: the largest share of the question's
-    idf mass one sentence of its passages holds (:mod:`pgcite.retrieve._answerability`), read
-    off the sentences the answerer would choose from (one statement)."""
-    sentences = [s for h in result.hits for s in split_sentences(h.body)]
-    value = sentence_coverage(term_weights(result.query, sentences)) if sentences else 0.0
-    return result.model_copy(update={"signals": {**result.signals, SENTENCE_COVERAGE: value}})
 
 
 def abstention_reason(question: str, result: SearchResult, policy: _Policy,

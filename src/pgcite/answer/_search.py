@@ -13,7 +13,6 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from pgcite._types import Mode
-from pgcite.retrieve._answerability import TermWeights
 from pgcite.retrieve._entities import EntityEvidence
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import Hit, SearchResult
@@ -42,13 +41,6 @@ class NeighboursFn(Protocol):
 
     def __call__(self, passage_ids: Sequence[str], *, filters: Filters,
                  n: int) -> Mapping[str, list[Hit]]: ...
-
-
-class TermWeightsFn(Protocol):
-    """The question's lexemes with their idf in the search's snapshot, and the lexemes of each
-    of ``texts`` (:meth:`pgcite.retrieve._view.SearchView.term_weights`)."""
-
-    def __call__(self, question: str, texts: Sequence[str]) -> TermWeights: ...
 
 
 class AnswerSettings(BaseModel):

@@ -28,7 +28,7 @@ import psycopg
 from pydantic import Field
 
 from pgcite._types import Mode
-from pgcite.answer._pipeline import asks_outside_sources, with_sentence_coverage
+from pgcite.answer._pipeline import asks_outside_sources
 from pgcite.evaluate._abstain import calibrate_threshold
 from pgcite.evaluate._base import Frozen
 from pgcite.evaluate._golden import GoldenSet
@@ -45,7 +45,6 @@ from pgcite.retrieve._answerability import (
 )
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
-from pgcite.retrieve._view import SearchView
 from pgcite.store._collections import CollectionInfo
 from pgcite.store._snapshots import SnapshotInfo
 
@@ -69,7 +68,6 @@ class JudgedCollection(Protocol):
     @property
     def client(self) -> _Connects: ...
     def active_snapshot(self) -> SnapshotInfo: ...
-    def view(self, snapshot_id: int | None = None, *, embedder: bool = True) -> SearchView: ...
     def search(self, query: str, *, top_k: int | None = None, mode: Mode | None = None,
                filters: Filters | Mapping[str, Any] | None = None) -> SearchResult: ...
 BOOTSTRAP = 2000
@@ -138,9 +136,6 @@ def observe(collection: JudgedCollection, golden: GoldenSet, *, mode: Mode = MOD
             return found
 
         result, _ = read_wording(query.text, result, keyword)
-        # what the shipped model also reads (default_rates), as an answer reads it
-        result = with_sentence_coverage(
-            result, collection.view(result.snapshot_id, embedder=False).term_weights)
         observations.append(Observation(
             id=query.id, kind=query.kind, answerable=query.answerable,
             has_hits=bool(result.hits), signals=result.signals,

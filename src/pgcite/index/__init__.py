@@ -25,7 +25,6 @@ from pgcite.index._merge import (
 )
 from pgcite.index._query import SNAPSHOT, Cte, KeywordLeg, absent, min_max, with_ctes
 from pgcite.index._query import count as row_count
-from pgcite.index._terms import idfs, lexemes
 from pgcite.index._writer import (
     MemberDelta,
     densify,
@@ -53,10 +52,8 @@ __all__ = [
     "densify",
     "finish_snapshot",
     "idf_value",
-    "idfs",
     "index_snapshot",
     "is_member",
-    "lexemes",
     "member_delta",
     "merge_after_build",
     "min_max",

@@ -23,14 +23,6 @@ depends on ``top_k``):
   missing its one topic word ("Did Pepys eat potatoes?") is. Without it the fit took every long
   question's lower coverage for absence.
 
-One more is read after retrieval, from the passages an answer would quote, where the shipped
-model reads it (one statement: :meth:`pgcite.retrieve._view.SearchView.term_weights`):
-
-- ``sentence_coverage``: the largest share of the query's idf mass that one *sentence* of the
-  top passages holds. An absent question's words are often all in the archive, only apart
-  ("Did Sir William Penn keep a dog?": a passage names Penn, another sentence a dog); an
-  answer's sentence holds them together.
-
 A small logistic model turns them into one probability. It is fitted on judged queries
 (``pgcite eval COLLECTION --golden FILE --fit-abstention``, in pure numpy), stored in the
 collection's settings under the embedding model it was fitted for, and refused for any other
@@ -70,10 +62,6 @@ FEATURES: tuple[str, ...] = SIGNALS
 # embedding model (and, measured, to one collection): so one model serves every embedding
 # model, fp32 or int8 MiniLM, e5, a server's (bench/abstention.py).
 LEXICAL: tuple[str, ...] = ("coverage", "best_coverage", "agreement", "unknown_names", "terms")
-SENTENCE_COVERAGE = "sentence_coverage"
-# The signals the shipped default model reads: LEXICAL and the sentence coverage, which is as
-# blind to the embedding model (bench/abstention.py chose it leave-one-collection-out).
-DEFAULT_SIGNALS: tuple[str, ...] = (*LEXICAL, SENTENCE_COVERAGE)
 # L2 penalty on the standardised weights: with ~100 judged queries an unpenalised fit runs
 # off to infinity as soon as the classes separate; 1.0 keeps weights finite and changes little
 # when they do not.
@@ -215,23 +203,6 @@ def read_wording(question: str, result: SearchResult,
     read = keyword_search(text).signals
     signals = {**result.signals, **{k: read.get(k) for k in WORDING_SIGNALS}}
     return result.model_copy(update={"signals": signals}), wording
-
-
-class TermWeights(NamedTuple):
-    """The query's lexemes with their idf in a snapshot, and the lexemes of some texts."""
-
-    query: dict[str, float]
-    texts: list[frozenset[str]]
-
-
-def sentence_coverage(weights: TermWeights) -> float:
-    """The largest share of the query's idf mass that one of ``weights.texts`` holds (0 when
-    the query has no lexeme or there is no text)."""
-    mass = sum(weights.query.values())
-    if not mass or not weights.texts:
-        return 0.0
-    return max(sum(w for t, w in weights.query.items() if t in held)
-               for held in weights.texts) / mass
 
 
 def signals_from_row(row: Mapping[str, Any]) -> dict[str, float | None]:
@@ -379,7 +350,7 @@ def model_family(model_key: str) -> str:
 class DefaultAnswerability(BaseModel):
     """The answerability model that ships with pgcite: it decides for every collection without
     a fitted model of its own. ``models`` are keyed by embedding-model family, ``*`` for any;
-    the shipped file has the one ``*`` model over the :data:`DEFAULT_SIGNALS`, which read
+    the shipped file has the one ``*`` model over the :data:`LEXICAL` signals, which read
     alike under every embedding model (a family's own model would come first). Fitted on
     pooled judged sets of several collections; ``figures`` are its leave-one-collection-out
     figures (bench/abstention.py)."""

@@ -20,8 +20,6 @@ import psycopg
 
 from pgcite._errors import EmbedderError
 from pgcite.embed._base import Embedder
-from pgcite.index import idfs, lexemes
-from pgcite.retrieve._answerability import TermWeights
 from pgcite.retrieve._entities import EntityEvidence, boost_hits, entity_evidence, recognise
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import Hit, SearchResult, StageEvent
@@ -34,7 +32,6 @@ from pgcite.retrieve._pipeline import (
     entity_boost_for,
     staged_search,
 )
-from pgcite.retrieve._query_text import parse_query
 from pgcite.retrieve._search import SearchOptions, embed_search_query, run_embedded
 from pgcite.retrieve._when import asked_periods, overlaps
 from pgcite.store._collections import CollectionInfo
@@ -209,15 +206,6 @@ class SearchView:
                                        neighbours=n, filters=filters)
         return {target: [Hit(**p.model_dump(exclude={"ordinal"}), score=0.0, rank=0)
                          for p in passages] for target, passages in found.items()}
-
-    def term_weights(self, question: str, texts: Sequence[str]) -> TermWeights:
-        """The question's lexemes (as the keyword leg reads it) with their idf in this view's
-        snapshot, and the lexemes of each of ``texts``: what ``sentence_coverage`` reads."""
-        ts_config = self.info.ts_config
-        with self.connection() as conn:
-            (asked,) = lexemes(conn, ts_config, [parse_query(question).ranking_text])
-            weights = idfs(conn, self.info.schema_name, self.snapshot.snapshot_id, sorted(asked))
-            return TermWeights(weights, lexemes(conn, ts_config, texts))
 
     def searcher(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,6 +99,28 @@ def test_the_service_builds_models_once_per_process(
     chat = base.llm()
     base.close()  # and the client closes what it built
     assert isinstance(chat, Chat) and chat.closed
+
+
+def test_an_async_client_of_a_stopped_loop_is_let_go(settings: Settings) -> None:
+    """A test client serves requests from loops of its own: the async client made on a loop
+    that has stopped stops its model threads when another loop asks, instead of leaving them
+    behind."""
+    base = pgcite.Client(settings)
+    state = ServiceState(client=base, config=ServiceConfig(warm_up=False), owns_client=False)
+    earlier, later = asyncio.new_event_loop(), asyncio.new_event_loop()
+    first = earlier.run_until_complete(state.async_client())
+    try:
+        second = later.run_until_complete(state.async_client())
+        assert second is not first
+        with pytest.raises(RuntimeError, match="shutdown"):
+            first.offload._pool.submit(lambda: None)
+        assert later.run_until_complete(state.offload(lambda: 42)) == 42  # this one works
+    finally:
+        later.run_until_complete(state.close_async())  # the current one, on its loop
+        later.close()
+        earlier.run_until_complete(first.pool.close())  # only its own loop can close it
+        earlier.close()
+        base.close()
 
 
 def test_a_bad_collection_name_is_refused_before_any_model_loads(

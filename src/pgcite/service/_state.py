@@ -137,9 +137,14 @@ class ServiceState:
                                        connection=RoleScopedConnection(self.client, role))
 
     async def async_client(self) -> AsyncClient:
-        """The async client on this event loop (opened on first use)."""
+        """The async client on this event loop (opened on first use). One made on a loop that
+        has stopped (a test client's, which serves each request from a loop of its own) is
+        let go: its model threads are stopped now, and its pool, which only that loop could
+        close, closes its connections when it is collected."""
         loop = asyncio.get_running_loop()
         if self._async is None or self._async[0] is not loop:
+            if self._async is not None and not self._async[0].is_running():
+                self._async[1].offload.close()
             self._async = (loop, await async_client(self.client, workers=self.config.workers))
         return self._async[1]
 

@@ -207,15 +207,20 @@ def pepys_queries(golden: GoldenSet, quick: bool) -> GoldenSet:
     return subset(golden, picked)
 
 
+# The script that builds each collection this benchmark reads (the rest: bench/NAME.py).
+BUILT_BY = {"pepys_ctx": "contextual.py", "scifact_ctx": "contextual.py"}
+
+
 def open_collection(c: pgcite.Client, name: str) -> pgcite.Collection:
     try:
         return c.collection(name)
     except pgcite.CollectionNotFound:
         where = (os.environ.get("PGCITE_DATA_DIR") or
                  ("PGCITE_DATABASE_URL" if "PGCITE_DATABASE_URL" in os.environ else "bench/.data"))
+        builder = BUILT_BY.get(name, f"{name}.py")
         raise SystemExit(
             f"stages.py: no collection {name!r} in {where}. This benchmark never ingests: run "
-            f"bench/{name}.py first with the same PGCITE_DATA_DIR / PGCITE_DATABASE_URL "
+            f"bench/{builder} first with the same PGCITE_DATA_DIR / PGCITE_DATABASE_URL "
             "(e.g. PGCITE_DATA_DIR=/tmp/pgcbench).") from None
 
 

@@ -24,9 +24,11 @@ from pgcite.evaluate import GoldenQuery, ScoredHit, Searcher, SearchOutcome
 ROOT = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("PGCITE_BENCH_DATA", ROOT.parent.parent / "shared" / "data"))
 RESULTS = ROOT / "results"
-# Collections of a range of the diary's entries (first and last `date`, ISO), each with a judged
-# set written for it (bench/abstention/README.md): a small archive and a journal of ~530 entries.
+# Collections of a range of the diary's entries (first and last `date`, ISO), each asked the
+# judged questions about it (bench/abstention/README.md): a small archive, the year 1664 and a
+# journal of ~530 entries.
 PEPYS_FEB_1663 = ("1663-02-01", "1663-02-26")
+PEPYS_1664 = ("1664-01-01", "1664-12-31")
 PEPYS_JOURNAL = ("1661-07-01", "1662-12-31")
 # The retrieval configurations every quality benchmark runs side by side: the legs and the
 # fusions alone (no optional stage), and what a search does by default (convex fusion plus

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from _common import (
     DATA,
+    PEPYS_1664,
     PEPYS_FEB_1663,
     PEPYS_JOURNAL,
     RESULTS,
@@ -317,7 +318,7 @@ UNSEEN = [
     # 1664 and every held-out absent one
     Judged("pepys 1664 (366 entries)", "pepys", "pepys_1664",
            (ABSTENTION / "pepys-1664.jsonl", ABSTENTION / "pepys-new.jsonl"),
-           entries=("1664-01-01", "1664-12-31")),
+           entries=PEPYS_1664),
     # the shape of the archive the issue measured (a journal of ~530 entries, 40 questions in
     # five kinds, 8 absent), written blind for this collection (abstention/README.md)
     Judged("pepys journal, Jul 1661-Dec 1662 (536 entries)", "pepys", "pepys_journal",

@@ -1,7 +1,10 @@
 """Contextual chunks: the same corpus embedded with and without a context header before each
 chunk (``contextual="header"``: title, locator, dates, author), side by side in one evaluation per
-dataset. The off collections are bench/scifact.py's and bench/pepys.py's own (``scifact``,
-``pepys``); the header ones (``scifact_ctx``, ``pepys_ctx``) are built here once.
+dataset. Both sides are built here once, each with its setting stated: the header ones
+(``scifact_ctx``, ``pepys_ctx``, which bench/stages.py also reads) and the off ones
+(``scifact_off``, ``pepys_off``). The off side was once bench/scifact.py's and bench/pepys.py's
+own collections; since new collections default to the header those are header collections too,
+and the comparison read the header against itself.
 
     python bench/contextual.py    # writes bench/results/contextual/{scifact,pepys}/ and summary.*
 """
@@ -14,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import DATA, RESULTS, client, ensure_collection, write
+from _common import DATA, RESULTS, client, write
 
 import pgcite
 from pgcite._types import Contextual
@@ -101,7 +104,7 @@ def main() -> None:
     summary: dict[str, Any] = {"datasets": {}}
     with client() as c:
         corpus = [scifact_root / "corpus.jsonl"]
-        off = ensure_collection(c, "scifact", corpus)
+        off, _ = contextual_collection(c, "scifact_off", corpus, contextual="off")
         header, cost = contextual_collection(c, "scifact_ctx", corpus)
         golden = load_golden(scifact_root, split="train")
         result = side_by_side(golden, off, header, {"benchmark": "contextual-scifact-train",
@@ -110,7 +113,8 @@ def main() -> None:
         summary["datasets"]["scifact (train)"] = {"ndcg@10": ndcg(result), "ingest": cost}
 
         entries = [pepys_root / "entries.jsonl"]
-        off = ensure_collection(c, "pepys", entries, overrides=pepys_overrides)
+        off, _ = contextual_collection(c, "pepys_off", entries, overrides=pepys_overrides,
+                                       contextual="off")
         header, cost = contextual_collection(c, "pepys_ctx", entries, overrides=pepys_overrides)
         golden = load_golden(pepys_root / "golden.jsonl")
         result = side_by_side(golden, off, header, {"benchmark": "contextual-pepys-golden",

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,12 @@ RESULTS = ROOT / "results"
 PEPYS_FEB_1663 = ("1663-02-01", "1663-02-26")
 PEPYS_1664 = ("1664-01-01", "1664-12-31")
 PEPYS_JOURNAL = ("1661-07-01", "1662-12-31")
+
+
+def dated_in(span: tuple[str, str]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a diary entry is dated in ``span`` (first and last day, both kept)."""
+    first, last = span
+    return lambda r: bool(r.get("date")) and first <= r["date"] <= last
 # The retrieval configurations every quality benchmark runs side by side: the legs and the
 # fusions alone (no optional stage), and what a search does by default (convex fusion plus
 # the heuristic router, docs/retrieval.md).

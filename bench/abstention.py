@@ -44,6 +44,7 @@ from _common import (
     RESULTS,
     ROOT,
     client,
+    dated_in,
     ensure_collection,
     read_jsonl,
 )
@@ -156,10 +157,6 @@ def _subset(rows: list[dict[str, Any]], keep: Callable[[dict[str, Any]], bool], 
     return path
 
 
-def _dated_in(span: tuple[str, str]) -> Callable[[dict[str, Any]], bool]:
-    return lambda r: bool(r["date"]) and span[0] <= r["date"] <= span[1]
-
-
 def _removed(name: str) -> set[str]:
     return set((SETS / f"{name}.removed").read_text(encoding="utf-8").split())
 
@@ -187,9 +184,9 @@ def without_year(col: pgcite.Collection, year: str) -> int:
 def build(c: pgcite.Client, work: Path, variants: bool) -> list[Target]:
     work.mkdir(parents=True, exist_ok=True)
     entries = read_jsonl(DATA / "pepys-diary" / "entries.jsonl")
-    feb = _subset(entries, _dated_in(PEPYS_FEB_1663), work, "pepys-feb1663.jsonl")
+    feb = _subset(entries, dated_in(PEPYS_FEB_1663), work, "pepys-feb1663.jsonl")
     # named as bench/answers.py names it: one collection whichever bench builds it first
-    journal = _subset(entries, _dated_in(PEPYS_JOURNAL), work, "pepys_journal.jsonl")
+    journal = _subset(entries, dated_in(PEPYS_JOURNAL), work, "pepys_journal.jsonl")
     xq_gone, sf_gone = _removed("xquad-en-removed"), _removed("scifact-removed")
     xq = _subset(read_jsonl(DATA / "xquad" / "en" / "corpus.jsonl"),
                  lambda r: r["_id"] not in xq_gone, work, "xquad-en-removed.jsonl")

@@ -35,6 +35,7 @@ from _common import (
     ROOT,
     cell,
     client,
+    dated_in,
     ensure_collection,
     read_jsonl,
     run_stamp,
@@ -371,9 +372,7 @@ def with_options(changes: dict[str, Any]) -> Callable[[Generator], Generator]:
 @functools.cache  # read once a run: the collection is built from it and its questions chosen
 def in_range(entries: tuple[str, str]) -> list[dict[str, Any]]:
     """The diary's entries dated in ``entries`` (first and last day, ISO)."""
-    first, last = entries
-    return [r for r in read_jsonl(DATA / "pepys-diary" / "entries.jsonl")
-            if r.get("date") and first <= r["date"] <= last]
+    return list(filter(dated_in(entries), read_jsonl(DATA / "pepys-diary" / "entries.jsonl")))
 
 
 def judged_here(queries: list[GoldenQuery], judged: Judged) -> list[GoldenQuery]:

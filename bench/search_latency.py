@@ -5,8 +5,8 @@ one-statement SQL hybrid (bench/peers.py: OR ts_rank + HNSW, RRF in SQL) and an 
 reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in a shuffled order
 so that a shared machine's noise falls on every variant alike (and hybrid top-10 with its
 statement composed for each search, as before statements were cached by shape). Query vectors
-are precomputed: embedding is not measured. Then pgcite hybrid top-10 under 16 concurrent clients (threads on one
-Client), and where the top-100 statement's database time goes (EXPLAIN ANALYZE with its real
+are precomputed: embedding is not measured. Then pgcite hybrid top-10 under 16 concurrent
+clients (threads on one Client), and where the top-100 statement's database time goes (EXPLAIN ANALYZE with its real
 parameters: planning, each named part, the vector leg).
 
 Needs an ingested ``scifact`` collection (bench/scifact.py); never ingests. It also replaces the

@@ -105,4 +105,3 @@ def unmark(marked: str) -> tuple[str, list[tuple[int, int]]]:
             text.append(part)
             length += len(part)
     return "".join(text), spans
-

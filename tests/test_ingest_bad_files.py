@@ -94,7 +94,8 @@ def test_cli_one_line_per_bad_file_exit_1_good_files_in(
         assert failed == [f"failed: {folder / name}: {reason}"]
         assert "Traceback" not in result.output
         assert "2 documents" in result.output
-        assert "2 of 2 documents undated: a --cutoff search leaves them out" in result.output
+        assert ("2 of 2 documents have undated passages: a --cutoff search leaves those out"
+                in result.output)
         assert "2 of 2 documents have no author: answers name no writer" in result.output
         client.active_pointers().invalidate("bad_cli")  # the CLI ingested through its own client
         hits = client.collection("bad_cli").search("ships harbour", mode="keyword").hits

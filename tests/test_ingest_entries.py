@@ -65,6 +65,21 @@ def test_a_date_left_out_is_carried_from_the_entry_before(text: str,
     assert units is not None and [u.date_start for u in units if u.date_start] == expected
 
 
+def test_a_month_heading_opens_the_entries_below_it() -> None:
+    # it ended the entry above it, and "APRIL 1852" was quoted as 22 March's text
+    text = ("MARCH 1852\n\nMarch 22.\nPlanted potatoes.\n\nAPRIL 1852\n\nApril 2.\n"
+            "The inspector came.\n\nMAY 1852\nA dry month, by the almanac.\nMay 5.\nRain.")
+    units = entry_units(text, "t")
+    assert units is not None
+    assert [(u.date_start, u.text) for u in units] == [
+        (D(1852, 3, 22), "MARCH 1852\nMarch 22.\nPlanted potatoes."),
+        # text under a heading, before any entry, stays where it stands, the heading with it
+        (D(1852, 4, 2), "APRIL 1852\nApril 2.\nThe inspector came.\n\n"
+                        "MAY 1852\nA dry month, by the almanac."),
+        (D(1852, 5, 5), "May 5.\nRain."),
+    ]
+
+
 @pytest.mark.parametrize("text", [
     "No dates here.\nJust text.",
     "12\nA page number, not a day.",  # a bare number is no date line
@@ -105,7 +120,7 @@ def test_a_cutoff_search_sees_the_entries_written_by_then(
         result = CliRunner().invoke(app, ["ingest", "journal_entries", str(tmp_path),
                                           "--entries", "--no-progress"])
         assert result.exit_code == 0, result.output
-        assert "1 of 1 documents undated" in result.output  # its title page is undated
+        assert "1 of 1 documents have undated passages" in result.output  # its title page
         col = client.collection("journal_entries")
         hits = col.search("rain mill water kitchen Ellen", mode="keyword", top_k=10,
                           filters={"cutoff": "1852-03-31"}).hits

@@ -37,9 +37,12 @@ def print_report(report: IngestReport) -> None:
                       f"{_shown(change.old)} -> {_shown(change.new)}{escape(source)}",
                       highlight=False, soft_wrap=True)
     if report.undated:
-        console.print(f"{report.undated} of {report.documents} documents undated: a --cutoff "
-                      "search leaves them out (see --date, --catalogue, --dates-from-names, "
-                      "and --entries for a journal in one file)", highlight=False)
+        # "passages": with --entries a journal's title page stays undated, and "1 of 1
+        # documents undated" read as if its dated entries were not
+        console.print(f"{report.undated} of {report.documents} documents have undated "
+                      "passages: a --cutoff search leaves those out (see --date, --catalogue, "
+                      "--dates-from-names, and --entries for a journal in one file)",
+                      highlight=False)
     if report.unattributed:
         console.print(f"{report.unattributed} of {report.documents} documents have no author: "
                       "answers name no writer, and a question naming the writer reads the name "

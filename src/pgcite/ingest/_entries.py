@@ -58,16 +58,26 @@ def entry_units(text: str, title: str | None) -> list[Unit] | None:
     """``text`` cut into its dated entries, or ``None`` when no line of it dates an entry."""
     entries: list[tuple[dt.date | None, list[str]]] = [(None, [])]
     last: _Context | None = None
+    # A month heading ("APRIL 1852") and the blank lines after it open the entries below it:
+    # held until the next line says whether an entry follows (it then heads that entry) or text
+    # does (it stays where it stands). Kept with the entry before, "APRIL 1852" ended the last
+    # March entry and was quoted and cited as that day's text.
+    heading: list[str] = []
     for line in text.split("\n"):
         # a Markdown heading or bold line may be the date line: "## March 22, 1852"
         bare = line.strip().lstrip("#").strip().strip("*_").strip()
         day = _date_line(bare, last)
-        if day is None:
-            last = _month_year(bare) or last
-            entries[-1][1].append(line)
-            continue
-        last = _Context(day.year, day.month, day.day)
-        entries.append((day, [line.strip()]))
+        if day is not None:
+            last = _Context(day.year, day.month, day.day)
+            entries.append((day, [*(h.strip() for h in heading if h.strip()), line.strip()]))
+            heading = []
+        elif (month := _month_year(bare)) is not None or (heading and not bare):
+            last = month or last
+            heading.append(line)
+        else:
+            entries[-1][1].extend([*heading, line])
+            heading = []
+    entries[-1][1].extend(heading)
     if len(entries) == 1:
         return None
     units: list[Unit] = []

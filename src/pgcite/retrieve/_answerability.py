@@ -124,25 +124,6 @@ def metadata_words(question: str, hits: Sequence[Hit]) -> list[str]:
     return found
 
 
-# Words that frame a question as asking for the writer's account ("What did she think of …",
-# "What happened to …", "How did he describe …") rather than name what it is about. An archive
-# that seldom writes them (a small journal that never says "happened") read them as missing
-# evidence, and refused "What happened to Mr. Crane?" over its own entry on his death; a large
-# one writes them so often that they weigh nothing. Left out of the wording signals, coverage
-# means the same in both. English only: another language's questions keep every word.
-FRAME_WORDS = frozenset({
-    "think", "thinks", "thought", "happen", "happens", "happened", "say", "says", "said",
-    "tell", "tells", "told", "describe", "describes", "described", "mention", "mentions",
-    "mentioned", "write", "writes", "wrote", "written", "record", "records", "recorded",
-    "feel", "feels", "felt", "react", "reacted", "opinion",
-})
-
-
-def frame_words(question: str) -> list[str]:
-    """The question's words in :data:`FRAME_WORDS`, as typed, each once."""
-    return [w for w in dict.fromkeys(_WORD.findall(question)) if w.casefold() in FRAME_WORDS]
-
-
 def respellings(question: str, hits: Sequence[Hit]) -> dict[str, str]:
     """The question's words that the retrieved passages write otherwise, each mapped to the
     passages' form; the keyword leg's statistics would read them as words the passages lack:
@@ -187,7 +168,6 @@ class Wording(NamedTuple):
 
     left_out: list[str]  # metadata words (:func:`metadata_words`)
     respelled: dict[str, str]  # words as the passages write them (:func:`respellings`)
-    framing: list[str]  # words that frame the question (:func:`frame_words`)
 
     def describe(self) -> str:
         """One clause for the answer's trace (empty when nothing changed)."""
@@ -198,21 +178,18 @@ class Wording(NamedTuple):
         if self.respelled:
             parts.append("with words as the passages write them: " + ", ".join(
                 f"{name} -> {spelling}" for name, spelling in self.respelled.items()))
-        if self.framing:
-            parts.append("without the words that frame the question: " + ", ".join(self.framing))
         return "; ".join(parts)
 
 
 def read_wording(question: str, result: SearchResult,
                  keyword_search: Callable[[str], SearchResult]) -> tuple[SearchResult, Wording]:
     """``result`` with the wording signals (:data:`WORDING_SIGNALS`) read off the question as
-    the passages would write it: without its metadata words (:func:`metadata_words`) and the
-    words that frame it (:func:`frame_words`), and with its words written as the retrieved
-    passages write them (:func:`respellings`), by ``keyword_search`` of that text (one
-    keyword-only statement, no embedding); unchanged when none applies."""
-    wording = Wording(metadata_words(question, result.hits), respellings(question, result.hits),
-                      frame_words(question))
-    if not wording.left_out and not wording.respelled and not wording.framing:
+    the passages would write it: without its metadata words (:func:`metadata_words`) and with
+    its words written as the retrieved passages write them (:func:`respellings`), by
+    ``keyword_search`` of that text (one keyword-only statement, no embedding); unchanged when
+    neither applies."""
+    wording = Wording(metadata_words(question, result.hits), respellings(question, result.hits))
+    if not wording.left_out and not wording.respelled:
         return result, wording
     text = question
     for name, spelling in wording.respelled.items():
@@ -221,11 +198,8 @@ def read_wording(question: str, result: SearchResult,
         pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, wording.left_out))
                              + r")(?:['’]s)?\b")
         text = " ".join(pattern.sub(" ", text).split())
-    if wording.framing:
-        pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, wording.framing)) + r")\b")
-        text = " ".join(pattern.sub(" ", text).split())
     if not _WORD.search(text):
-        return result, Wording([], {}, [])
+        return result, Wording([], {})
     read = keyword_search(text).signals
     signals = {**result.signals, **{k: read.get(k) for k in WORDING_SIGNALS}}
     return result.model_copy(update={"signals": signals}), wording

@@ -72,6 +72,17 @@ def test_answer_type_cue_prefers_the_sentence_with_a_date() -> None:
     assert text == "The stadium opened in 1996. [a]"
 
 
+def test_a_dated_entry_answers_when_with_its_date_not_a_year_it_mentions() -> None:
+    text = "Margaret arrived from Hull to stay. Margaret brought the clock from 1849."
+    only = PreciseGenerator(options=PreciseOptions(embedding=0.0, max_sentences=1))
+    dated = ContextPassage(id="e", author=None, date="1852-04-28", rank=1, text=text)
+    assert answer("When did Margaret arrive?", only, [dated]) == (
+        "The entry of 28 April 1852 says: “Margaret arrived from Hull to stay.” [e]")
+    # undated, a year in a sentence is still the cue: the passage gives no other "when"
+    undated = ContextPassage(id="u", author=None, date=None, rank=1, text=text)
+    assert answer("When did Margaret arrive?", only, [undated]).startswith("Margaret brought")
+
+
 def test_nothing_matches_without_an_embedder_abstains() -> None:
     assert answer("Who painted the ceiling?", PreciseGenerator()) == "ABSTAIN"
 

@@ -196,8 +196,8 @@ class PreciseGenerator(SentenceQuoter):
         lexical = _scaled(_bm25(asked, [s.terms for s in sentences]))
         kind = question_kind(question)
         several = asks_for_several(question)  # "What instruments …?": a list is that shape
-        cue = [float(has_answer_type(kind, s.text)) if cue_applies(kind)
-               else float(several and bool(s.heading)) for s in sentences]
+        cue = [float(has_answer_type(kind, s.text) or dated_when(kind, s))
+               if cue_applies(kind) else float(several and bool(s.heading)) for s in sentences]
         rank = [1 / s.passage.rank for s in sentences]
         periods = asked_periods(question)  # 1: the passage is dated in a period asked about
         when = [float(overlaps(periods, _day(s.passage.date), _day(s.passage.date_end)))
@@ -241,6 +241,14 @@ class PreciseGenerator(SentenceQuoter):
             picked.append(sentence)
             words += size
         return picked
+
+
+def dated_when(kind: str, sentence: Sentence) -> bool:
+    """A dated passage answers "when" with its date, so every sentence of it has the shape a
+    "When did …?" question asks for: the cue went to a sentence naming some other year ("She
+    brought my mother's clock, which has not gone since 1849") over the one that says what was
+    asked ("My sister Margaret arrived from Hull", in the entry of 28 April 1852)."""
+    return kind == "when" and sentence.passage.date is not None
 
 
 def _bm25(query: list[str], docs: list[tuple[str, ...]]) -> list[float]:

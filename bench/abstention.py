@@ -635,10 +635,7 @@ def latency(col: pgcite.Collection, queries: Sequence[GoldenQuery],
         for _ in range(repeats):
             for variant, statement, params in plans:
                 started = time.perf_counter()
-                with conn.transaction():
-                    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)",
-                                 (str(options.hnsw_ef_search),))
-                    conn.execute(statement, params).fetchall()
+                conn.execute(statement, params).fetchall()  # it sets ef_search itself
                 times[variant].append((time.perf_counter() - started) * 1000)
     return {k: {"p50_ms": round(statistics.median(v), 3), "runs": len(v)}
             for k, v in times.items()}

@@ -46,9 +46,9 @@ from psycopg import sql
 import pgcite
 from pgcite.evaluate import GoldenQuery, load_golden
 from pgcite.evaluate._collection import embed_queries
-from pgcite.retrieve import DEFAULT_SNIPPETS, _search
+from pgcite.retrieve import DEFAULT_SNIPPETS, _search, _view
 from pgcite.retrieve._filters import Filters
-from pgcite.retrieve._search import SEARCH_SETTINGS, SearchOptions, prepare_search
+from pgcite.retrieve._search import SearchOptions, prepare_search
 from pgcite.retrieve._sql import search_statement
 
 RRF_K = 60
@@ -85,6 +85,26 @@ def in_memory(corpus: list[dict[str, Any]], col: pgcite.Collection,
 
 
 @contextlib.contextmanager
+def knobs_apart() -> Iterator[None]:
+    """Searches meanwhile set the HNSW scan's knobs as they did before the statement set them
+    itself: BEGIN, a SELECT of set_config and COMMIT around the statement, in one pipeline."""
+    real = vars(_view)["run_embedded"]
+
+    def run(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        with conn.pipeline(), conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                         " set_config('hnsw.iterative_scan', 'strict_order', true)",
+                         (str(kwargs["options"].hnsw_ef_search),))
+            return real(conn, *args, **kwargs)
+
+    vars(_view)["run_embedded"] = run
+    try:
+        yield
+    finally:
+        vars(_view)["run_embedded"] = real
+
+
+@contextlib.contextmanager
 def composed_per_search() -> Iterator[None]:
     """Searches meanwhile compose and render their statement (prepare_search calls the uncached
     function); the other variants keep the cache."""
@@ -108,12 +128,14 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
     snippets: dict[str, list[float]] = {}
 
     def pgcite_call(name: str, top_k: int, mode: pgcite.Mode, marked: bool | None = None,
-                    rendered: bool = True) -> Callable[[GoldenQuery], None]:
+                    rendered: bool = True, knobs: bool = True) -> Callable[[GoldenQuery], None]:
         """``marked`` None: as a user calls it (the default: the first DEFAULT_SNIPPETS hits'
         snippets); True every hit's, False none. ``rendered=False``: the statement composed
-        and rendered for this search, as before the statement cache."""
+        and rendered for this search, as before the statement cache; ``knobs=False``: the HNSW
+        knobs set apart (:func:`knobs_apart`), as before the statement set them."""
         def run(q: GoldenQuery) -> None:
-            with contextlib.nullcontext() if rendered else composed_per_search():
+            with (contextlib.nullcontext() if rendered else composed_per_search(),
+                  contextlib.nullcontext() if knobs else knobs_apart()):
                 started = time.perf_counter()
                 result = col.search(q.text, top_k=top_k, mode=mode,
                                     snippets=DEFAULT_SNIPPETS if marked is None else marked,
@@ -147,6 +169,7 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
         pgcite_call("pgcite hybrid@10, no snippets", 10, "hybrid", marked=False),
         pgcite_call("pgcite hybrid@10, statement composed per search", 10, "hybrid",
                     rendered=False),
+        pgcite_call("pgcite hybrid@10, HNSW knobs set apart", 10, "hybrid", knobs=False),
         pgcite_call("pgcite hybrid@100, no snippets", 100, "hybrid", marked=False),
         pgcite_call("pgcite keyword@100, no snippets", 100, "keyword", marked=False),
         plain_call("sql hybrid@10", 10),
@@ -241,11 +264,8 @@ def breakdown(col: pgcite.Collection, queries: list[GoldenQuery],
                 statement, params = prepare_search(
                     view.info, view.snapshot, q.text, filters=Filters(), options=options,
                     query_vector=vectors[q.id])
-                with conn.transaction():
-                    conn.execute(SEARCH_SETTINGS, (str(options.resolved(
-                        view.info.settings).hnsw_ef_search),))
-                    plan = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(
-                        statement), params).fetchone()[0][0]  # type: ignore[index]
+                plan = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(
+                    statement), params).fetchone()[0][0]  # type: ignore[index]
                 found: dict[str, float] = {"planning": plan["Planning Time"],
                                            "execution": plan["Execution Time"]}
                 _walk(plan["Plan"], found)

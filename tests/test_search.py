@@ -172,6 +172,32 @@ def test_vector_leg_uses_the_hnsw_index(diary: pgcite.Collection) -> None:
     assert "chunks_hnsw_" in plan, plan
 
 
+def test_the_statement_sets_the_hnsw_knobs_before_the_scan_and_only_for_itself(
+        diary: pgcite.Collection) -> None:
+    from pgcite.retrieve._search import SearchOptions, prepare_search
+
+    def statement(top_k: int) -> tuple[sql.Composable, dict[str, object]]:
+        return prepare_search(diary.info, diary.active_snapshot(), "fire", filters=Filters(),
+                              options=SearchOptions(mode="vector", top_k=top_k),
+                              query_vector=np.ones(384, dtype=np.float32))
+
+    with diary.client.connection() as conn:
+        with conn.transaction():
+            for pin in ("enable_seqscan", "enable_sort", "enable_incremental_sort"):
+                conn.execute(f"SET LOCAL {pin} = off")  # only the HNSW scan can order (above)
+            # knobs that would end the scan after one candidate, unless the statement's own
+            # (ef_search 40, strict-order iterative scans) apply before its first tuple
+            conn.execute("SET LOCAL hnsw.ef_search = 1")
+            conn.execute("SET LOCAL hnsw.iterative_scan = off")
+            query, params = statement(10)
+            assert len(conn.execute(query, params).fetchall()) == 10
+        query, params = statement(100)  # ef_search 300, autocommit: the statement's own
+        conn.execute(query, params).fetchall()
+        after = conn.execute("SELECT current_setting('hnsw.ef_search'),"
+                             " current_setting('hnsw.iterative_scan')").fetchone()
+        assert after == ("40", "off")  # pgvector's defaults: nothing left on the connection
+
+
 def test_a_search_statement_is_rendered_once_per_shape(diary: pgcite.Collection) -> None:
     """The cached text is what composing the statement on a connection renders, and any change
     of shape (filters, mode, depth) is another statement."""

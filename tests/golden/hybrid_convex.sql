@@ -168,6 +168,8 @@ WITH kw_terms AS (
       AND c.version_pk IN (SELECT version_pk FROM "pgc_diary".snapshot_members
                            WHERE snapshot_id = %(snapshot_id)s)
       AND (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s) AND c.tsv @@ websearch_to_tsquery('english'::regconfig, %(constraint)s)
+      AND (SELECT set_config('hnsw.ef_search', %(ef_search)s, true)
+                 || set_config('hnsw.iterative_scan', 'strict_order', true)) IS NOT NULL
     ORDER BY (embedding::vector(384)) <=> %(query_vector)s::vector(384)
     LIMIT 30
 ), vec AS (

@@ -9,6 +9,8 @@ WITH kw AS (
       AND c.version_pk IN (SELECT version_pk FROM "pgc_diary".snapshot_members
                            WHERE snapshot_id = %(snapshot_id)s)
       AND (c.corpus = ANY(%(f0)s)) AND (c.date_end <= %(f1)s)
+      AND (SELECT set_config('hnsw.ef_search', %(ef_search)s, true)
+                 || set_config('hnsw.iterative_scan', 'strict_order', true)) IS NOT NULL
     ORDER BY (embedding::halfvec(384)) <=> %(query_vector)s::halfvec(384)
     LIMIT 30
 ), vec AS (

@@ -133,8 +133,7 @@ def index_usage(view: SearchView, query: str) -> dict[str, object]:
         statement, params = prepare_search(
             view.info, view.snapshot, query, filters=Filters(),
             options=SearchOptions(mode=leg, top_k=10), query_vector=vector)
-        with view.connection() as conn, conn.transaction():
-            conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+        with view.connection() as conn:  # the statement sets the HNSW scan's knobs itself
             row = conn.execute(sql.SQL("EXPLAIN (ANALYZE, FORMAT JSON) {}").format(statement),
                                params).fetchone()
         plan: object = row[0][0] if row else {}

@@ -39,7 +39,6 @@ from pgcite.retrieve._pipeline import (
     stage_retrievals,
 )
 from pgcite.retrieve._search import (
-    SEARCH_SETTINGS,
     SearchOptions,
     check_query,
     prepare_search,
@@ -162,9 +161,7 @@ async def arun_search(
     statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
                                        query_vector=query_vector, explain=explain)
     t0 = time.perf_counter()
-    async with conn.pipeline(), conn.transaction(), conn.cursor(
-            row_factory=psycopg.rows.dict_row) as cur:
-        await cur.execute(SEARCH_SETTINGS, (str(options.hnsw_ef_search),))
+    async with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
         await cur.execute(statement, params)
         rows = await cur.fetchall()
     timings["database"] = (time.perf_counter() - t0) * 1000

@@ -160,6 +160,7 @@ def prepare_search(
         if query_vector is None:
             raise PgciteError("a vector search needs a query vector")
         params["query_vector"] = np.asarray(query_vector, dtype=np.float32)
+        params["ef_search"] = str(options.hnsw_ef_search)  # set by the statement (HNSW_KNOBS)
     statement = search_statement(StatementShape(
         schema=info.schema_name, ts_config=info.ts_config, model_key=snapshot.embed_model,
         dim=snapshot.embed_dim, halfvec=info.settings.halfvec, mode=options.mode,
@@ -236,12 +237,8 @@ def run_embedded(
     statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
                                        query_vector=query_vector, explain=explain)
     t0 = time.perf_counter()
-    # Pipeline mode sends BEGIN, the settings and the statement in one network round trip.
-    with conn.pipeline(), conn.transaction(), conn.cursor(
-            row_factory=psycopg.rows.dict_row) as cur:
-        cur.execute(SEARCH_SETTINGS, (str(options.hnsw_ef_search),))
-        cur.execute(statement, params)
-        rows = cur.fetchall()
+    with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:  # one statement, one round trip
+        rows = cur.execute(statement, params).fetchall()
     timings["database"] = (time.perf_counter() - t0) * 1000
     return shape_result(rows, query, info, snapshot, options=options, explain=explain,
                         timings=timings, started=started)
@@ -251,11 +248,6 @@ def check_query(query: str) -> None:
     """A query no surface accepts (empty, over 2000 characters, a NUL or a lone surrogate) is
     refused before anything is embedded or run (pgcite/_inputs.py)."""
     check_text(query, "query", max_chars=MAX_QUERY_CHARS)
-
-
-# SET LOCAL: these settings end with the search's transaction, never leak to the pool.
-SEARCH_SETTINGS = ("SELECT set_config('hnsw.ef_search', %s, true),"
-                   " set_config('hnsw.iterative_scan', 'strict_order', true)")
 
 
 def shape_result(rows: list[dict[str, Any]], query: str, info: CollectionInfo,

@@ -67,11 +67,23 @@ def evidence(schema: sql.Identifier, ts_config: str,
     return [Cte("kw_mass", mass), Cte("evidence", signals)]
 
 
+# The HNSW scan's knobs for this search, set by the statement itself: set_config(..., true)
+# lasts until the statement's transaction ends (autocommit: the statement), so nothing leaks to
+# the pooled connection, and as a one-time filter above the scan it runs before the scan's first
+# tuple, where pgvector reads them. Set by a statement of their own they cost BEGIN, a SELECT
+# and COMMIT around every search: a SciFact hybrid top-10 took 4.0-4.4 ms so against 3.5 in
+# one statement (bench/search_latency.py).
+HNSW_KNOBS = sql.SQL("(SELECT set_config('hnsw.ef_search', %(ef_search)s, true)\n"
+                     "                 || set_config('hnsw.iterative_scan', 'strict_order', true))"
+                     " IS NOT NULL")
+
+
 def vector_leg(*, schema: sql.Identifier, model_key: str, dim: int, halfvec: bool,
                filters: sql.Composable, constraint: sql.Composable, fetch: int,
                snapshot: sql.Composable = SNAPSHOT) -> list[Cte]:
     """HNSW: the ORDER BY expression is exactly the partial index's expression, and the model
-    predicate matches the index predicate (as a literal, so every plan can use the index)."""
+    predicate matches the index predicate (as a literal, so every plan can use the index); the
+    scan's knobs are set in the statement (:data:`HNSW_KNOBS`, %(ef_search)s)."""
     expr = vector_expression(dim, halfvec)
     distance = sql.SQL("{expr} <=> %(query_vector)s::{vtype}({dim})").format(
         expr=expr, vtype=sql.SQL(vector_type(dim, halfvec)), dim=sql.Literal(dim))
@@ -82,10 +94,11 @@ def vector_leg(*, schema: sql.Identifier, model_key: str, dim: int, halfvec: boo
         "      AND c.version_pk IN (SELECT version_pk FROM {s}.snapshot_members\n"
         "                           WHERE snapshot_id = {snapshot})\n"
         "      AND {filters} {constraint}\n"
+        "      AND {knobs}\n"
         "    ORDER BY {distance}\n"
         "    LIMIT {fetch}").format(
         s=schema, snapshot=snapshot, distance=distance, model=sql.Literal(model_key),
-        filters=filters,
+        filters=filters, knobs=HNSW_KNOBS,
         constraint=constraint, fetch=sql.Literal(row_count("fetch", fetch)))
     ranked = sql.SQL(
         "SELECT chunk_pk, distance, row_number() OVER (ORDER BY distance, chunk_pk) AS rank,\n"

@@ -354,12 +354,17 @@ def test_confidence_covers_every_candidate_not_only_top_k(diary: pgcite.Collecti
 
 
 def test_ef_search_follows_the_candidates_wanted() -> None:
-    from pgcite.retrieve._search import SearchOptions
+    from pgcite.retrieve._search import SearchOptions, planned_ef_search
 
     assert SearchOptions(top_k=5).hnsw_ef_search == 40  # fetch 15: the floor
     assert SearchOptions(top_k=100).hnsw_ef_search == 300  # fetch 300
     assert SearchOptions(top_k=1000).hnsw_ef_search == 1000  # capped at pgvector's maximum
     assert SearchOptions(top_k=5, ef_search=7).hnsw_ef_search == 7
+    # PostgreSQL plans under pgvector's default unless a deeper one is set before the statement
+    assert planned_ef_search(SearchOptions(top_k=5)) is None
+    assert planned_ef_search(SearchOptions(top_k=10)) is None  # fetch 30: ef_search 40
+    assert planned_ef_search(SearchOptions(top_k=100)) == "300"
+    assert planned_ef_search(SearchOptions(top_k=5, ef_search=7)) == "7"
     with pytest.raises(pgcite.ConfigError, match="ef_search"):
         SearchOptions(ef_search=0)
 

@@ -39,8 +39,10 @@ from pgcite.retrieve._pipeline import (
     stage_retrievals,
 )
 from pgcite.retrieve._search import (
+    PLANNED_EF_SEARCH,
     SearchOptions,
     check_query,
+    planned_ef_search,
     prepare_search,
     shape_result,
 )
@@ -161,9 +163,14 @@ async def arun_search(
     statement, params = prepare_search(info, snapshot, query, filters=filters, options=options,
                                        query_vector=query_vector, explain=explain)
     t0 = time.perf_counter()
+    planned = planned_ef_search(options)
     async with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
-        await cur.execute(statement, params)
-        rows = await cur.fetchall()
+        if planned is None:
+            rows = await (await cur.execute(statement, params)).fetchall()
+        else:  # as the sync search (run_embedded)
+            async with conn.pipeline(), conn.transaction():
+                await cur.execute(PLANNED_EF_SEARCH, (planned,))
+                rows = await (await cur.execute(statement, params)).fetchall()
     timings["database"] = (time.perf_counter() - t0) * 1000
     return shape_result(rows, query, info, snapshot, options=options, explain=explain,
                         timings=timings, started=started)

@@ -305,8 +305,9 @@ def ratios(seq: dict[str, dict[str, float]]) -> dict[str, Any]:
 
 def against_exact(col: pgcite.Collection, queries: list[GoldenQuery],
                   vectors: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-    """How a top-100 search's list (as a user calls it, no snippets) compares with the list of
-    exact distances (its statement with index scans off: every chunk's distance sorted)."""
+    """How a plain top-100 search's list (no stages: the statement as a search runs it,
+    SearchView.search_once) compares with the list of exact distances (the statement with index
+    scans off: every chunk's distance sorted)."""
     view = col.view()
     out: dict[str, dict[str, float]] = {}
     with col.client.connection() as conn:
@@ -314,11 +315,13 @@ def against_exact(col: pgcite.Collection, queries: list[GoldenQuery],
             same = same10 = 0
             overlaps: list[float] = []
             for q in queries:
-                found = [h.id for h in col.search(q.text, top_k=100, mode=mode, snippets=False,
-                                                  query_vector=vectors[q.id]).hits]
+                options = SearchOptions(top_k=100, mode=mode)
+                found = [h.id for h in view.search_once(q.text, filters=Filters(),
+                                                        options=options,
+                                                        query_vector=vectors[q.id]).hits]
                 statement, params = prepare_search(
-                    view.info, view.snapshot, q.text, filters=Filters(),
-                    options=SearchOptions(top_k=100, mode=mode), query_vector=vectors[q.id])
+                    view.info, view.snapshot, q.text, filters=Filters(), options=options,
+                    query_vector=vectors[q.id])
                 with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
                     cur.execute("SET LOCAL enable_indexscan = off")
                     exact = [r["id"] for r in cur.execute(  # its own text: planned apart

@@ -71,10 +71,9 @@ def evidence(schema: sql.Identifier, ts_config: str,
 # lasts until the statement's transaction ends (autocommit: the statement), so nothing leaks to
 # the pooled connection, and as a one-time filter above the scan it runs before the scan's first
 # tuple, where pgvector reads them. Set by a statement of their own they cost BEGIN, a SELECT
-# and COMMIT around every search (SciFact hybrid top-10 p50 8.55 against 8.06 ms wall, side by
-# side in bench/results/search_latency at 10c15ae). PostgreSQL now plans under the connection's
-# ef_search, so at top-100 it walks the index where it sorted every chunk (21.8 -> 15.5 ms;
-# 0.996 of the top-100 lists shared with exact distances: docs/retrieval.md).
+# and COMMIT around every search (SciFact hybrid top-10 p50 7.93 against 7.58 ms wall, side by
+# side in bench/results/search_latency at f9a10ca). PostgreSQL plans under the connection's
+# ef_search, so a deeper search sets it before the statement too (_search.planned_ef_search).
 HNSW_KNOBS = sql.SQL("(SELECT set_config('hnsw.ef_search', %(ef_search)s, true)\n"
                      "                 || set_config('hnsw.iterative_scan', 'strict_order', true))"
                      " IS NOT NULL")

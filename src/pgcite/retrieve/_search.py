@@ -266,8 +266,9 @@ def planned_ef_search(options: SearchOptions) -> str | None:
     (the statement sets it for the scan either way: HNSW_KNOBS), or None for pgvector's default.
     pgvector's cost estimate grows with ef_search, and at top-100 (ef_search 300) on SciFact and
     the Pepys diary PostgreSQL then sorts every chunk's exact distance: planned under the
-    default it walked the index, faster (hybrid top-100 21.8 -> 15.5 ms) but approximate, and
-    the Pepys golden set's nDCG@10 at depth 100 fell 0.526 -> 0.521 (bench/pepys.py). A top-10
+    default it walked the index, faster (hybrid top-100 21.8 -> 15.5 ms) but approximate; at
+    depth 100 the Pepys golden set's nDCG@10 fell 0.482 -> 0.477 for convex fusion and 0.456 ->
+    0.445 for RRF, SciFact's default 0.733 -> 0.732 (bench/pepys.py, bench/scifact.py). A top-10
     search (ef_search 40) pays no extra round trip."""
     ef = options.hnsw_ef_search
     return None if ef == PGVECTOR_EF_SEARCH else str(ef)

@@ -83,6 +83,16 @@ def test_a_dated_entry_answers_when_with_its_date_not_a_year_it_mentions() -> No
     assert answer("When did Margaret arrive?", only, [undated]).startswith("Margaret brought")
 
 
+def test_a_sentence_that_only_restates_the_question_does_not_lead() -> None:
+    passages = [ContextPassage(id="m", author=None, date="1852-05-12", rank=1, text=(
+        "The clock is mended. A tinker charged me a shilling. It strikes behind the church."))]
+    only = PreciseGenerator(options=PreciseOptions(embedding=0.0, max_sentences=1))
+    assert answer("What did the tinker charge to mend the clock?", only, passages) == (
+        "The entry of 12 May 1852 says: “A tinker charged me a shilling.” [m]")
+    # a yes-or-no question asks for no new word: the restating sentence may answer it
+    assert "The clock is mended." in answer("Was the clock mended?", only, passages)
+
+
 def test_nothing_matches_without_an_embedder_abstains() -> None:
     assert answer("Who painted the ceiling?", PreciseGenerator()) == "ABSTAIN"
 

@@ -180,8 +180,11 @@ class PreciseGenerator(SentenceQuoter):
             return None  # no question word anywhere and no embedder: quote nothing
         o = self.options
         dense = sig.embedding or [0.0] * len(sentences)
-        return [o.bm25 * sig.bm25[i] + o.rank * sig.rank[i] + o.answer_type * sig.answer_type[i]
-                + o.date_match * sig.date_match[i] + o.embedding * dense[i]
+        asked = set(terms(question, self.language))
+        wh = question_kind(question) in RESTATING_KINDS
+        return [(o.bm25 * sig.bm25[i] + o.rank * sig.rank[i] + o.answer_type * sig.answer_type[i]
+                 + o.date_match * sig.date_match[i] + o.embedding * dense[i])
+                * (RESTATING if wh and set(sentences[i].terms) <= asked else 1.0)
                 for i in range(len(sentences))]
 
     def signals(self, question: str, sentences: list[Sentence]) -> SentenceSignals:
@@ -241,6 +244,14 @@ class PreciseGenerator(SentenceQuoter):
             picked.append(sentence)
             words += size
         return picked
+
+
+# A sentence whose words are all the question's ("Wrote to Captain Morrow." for "What did Captain
+# Morrow say about the log?") states nothing the question does not: for a question that asks for
+# something new (not "when", whose answer a dated entry's date gives, nor a yes-or-no one) its
+# score is weighed down.
+RESTATING_KINDS = frozenset({"what", "who", "which", "where", "how", "how many", "why"})
+RESTATING = 0.5
 
 
 def dated_when(kind: str, sentence: Sentence) -> bool:

@@ -246,10 +246,10 @@ class PreciseGenerator(SentenceQuoter):
         return picked
 
 
-# A sentence whose words are all the question's ("Wrote to Captain Morrow." for "What did Captain
-# Morrow say about the log?") states nothing the question does not: for a question that asks for
+# A sentence whose words are all the question's ("The clock is mended." for "What did the tinker
+# charge to mend the clock?") states nothing the question does not: for a question that asks for
 # something new (not "when", whose answer a dated entry's date gives, nor a yes-or-no one) its
-# score is weighed down.
+# score is halved.
 RESTATING_KINDS = frozenset({"what", "who", "which", "where", "how", "how many", "why"})
 RESTATING = 0.5
 

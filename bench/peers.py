@@ -330,9 +330,9 @@ def peer_summary(result: Any, latency: dict[str, Any], meta: dict[str, Any]) -> 
     for name, s in latency.items():
         lines.append(f"| {name} | {s['p50_ms']} | {s['p95_ms']} | {s['mean_ms']} |")
     lines += ["", "Each query ran every variant in a rotating order (shared, noisy 2-core "
-              "machine: compare within this table). *pgcite: database* is the transaction that "
-              "sets the HNSW options and runs the one hybrid statement; *wall* adds the pool, "
-              "snapshot lookup and hit shaping. *Haystack: its two SQL statements* are the "
+              "machine: compare within this table). *pgcite: database* is the one hybrid "
+              "statement, which sets the HNSW options itself; *wall* adds the pool, the snapshot "
+              "lookup, the router, the first hits' snippets and hit shaping. *Haystack: its two SQL statements* are the "
               "statements its store builds, run and fetched (dict rows, every column including "
               "the 384-float embedding) on a connection of our own.", ""]
     return "\n".join(lines)

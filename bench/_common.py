@@ -36,6 +36,8 @@ def dated_in(span: tuple[str, str]) -> Callable[[dict[str, Any]], bool]:
     """Whether a diary entry is dated in ``span`` (first and last day, both kept)."""
     first, last = span
     return lambda r: bool(r.get("date")) and first <= r["date"] <= last
+
+
 # The retrieval configurations every quality benchmark runs side by side: the legs and the
 # fusions alone (no optional stage), and what a search does by default (convex fusion plus
 # the heuristic router, docs/retrieval.md).

@@ -1,13 +1,15 @@
 """Search latency on SciFact, side by side in ONE run (issue 38, "search at least as fast as
 before, then faster"): pgcite's search as a user calls it (defaults: the first 10 hits'
-snippets, the collection's stages) at top-10 and top-100, its keyword leg at top-100, the hand-written
-one-statement SQL hybrid (bench/peers.py: OR ts_rank + HNSW, RRF in SQL) and an in-memory
-reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in a shuffled order
-so that a shared machine's noise falls on every variant alike (and hybrid top-10 with its
-statement composed for each search, as before statements were cached by shape). Query vectors
-are precomputed: embedding is not measured. Then pgcite hybrid top-10 under 16 concurrent
-clients (threads on one Client), and where the top-100 statement's database time goes (EXPLAIN ANALYZE with its real
-parameters: planning, each named part, the vector leg).
+snippets, the collection's stages) at top-10 and top-100, its keyword leg at top-100, the
+hand-written one-statement SQL hybrid (bench/peers.py: OR ts_rank + HNSW, RRF in SQL) and an
+in-memory reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in a
+shuffled order so that a shared machine's noise falls on every variant alike (and two former
+ways beside the defaults: hybrid top-10 with its statement composed for each search, as before
+statements were cached by shape, and the HNSW knobs set by a transaction of their own, as
+before the statement set them). Query vectors are precomputed: embedding is not measured. Then
+pgcite hybrid top-10 under 16 concurrent clients (threads on one Client), how the plain top-100
+lists compare with exact distances, and where the top-100 statement's database time goes
+(EXPLAIN ANALYZE with its real parameters: planning, each named part, the vector leg).
 
 Needs an ingested ``scifact`` collection (bench/scifact.py); never ingests. It also replaces the
 former bench/snippets.py: the "no snippets" rows are the same searches with ``snippets=False``,

@@ -482,6 +482,7 @@ def test_merges_keep_to_their_budget_and_to_one_process(
 # --- the upgrade from before segments (0004) -----------------------------------------------
 
 _DOWNGRADE = """
+DROP INDEX {s}.chunks_id_idx;  -- 0015
 DROP TABLE {s}.exhibits, {s}.page_images;  -- 0014
 ALTER TABLE {s}.snapshots DROP COLUMN base_id, DROP COLUMN delta_sha256;  -- 0013
 DROP TABLE {s}.segment_dense;  -- 0010

@@ -567,3 +567,39 @@ def test_mcp_entities_tool_holds_the_cutoff(client: pgcite.Client,
     data = result.structured_content  # type: ignore[attr-defined]
     cited = _docs(c for e in data["entities"] for c in e["citations"])
     assert "e-1660" in cited and not cited & AFTER_CUTOFF
+
+
+@needs_model
+def test_the_authors_left_out_are_each_snapshots_own(client: pgcite.Client,
+                                                     tmp_path: Path) -> None:
+    """A document's author names no topic of its passages ("Pepys" in his own diary), so a
+    question's entities leave the snapshot's authors out. They are read once per snapshot: a
+    new snapshot whose documents have another author leaves that one out too, while the old
+    snapshot still recognises him as a name in its passages."""
+    diary = {"_id": "d-1", "author": "Samuel Pepys", "date": "1665-01-01",
+             "text": "Up, and Will Hewer and I to the office; then to Deptford with Mr. Coventry."}
+    letter = {"_id": "l-1", "author": "Will Hewer", "date": "1665-02-01",
+              "text": "I write to tell you that the office is shut and Mr. Coventry gone."}
+    client.drop_collection("entities_authors", missing_ok=True)
+    col = client.create_collection("entities_authors")
+    try:
+        path = tmp_path / "docs.jsonl"
+        path.write_text(json.dumps(diary) + "\n")
+        col.ingest([path])
+        first = col.view()
+        question = "What did Pepys and Will Hewer say of Mr. Coventry?"
+
+        def keys(view: object) -> set[str]:
+            with client.connection() as conn:
+                return {e.key for e in recognise(conn, view.info, view.snapshot,  # type: ignore[attr-defined]
+                                                 question, Filters())}
+
+        assert keys(first) == {"will hewer", "coventry"}  # Pepys is the author
+        path.write_text(json.dumps(diary) + "\n" + json.dumps(letter) + "\n")
+        col.ingest([path])
+        second = col.view()
+        assert second.snapshot.snapshot_id != first.snapshot.snapshot_id
+        assert keys(second) == {"coventry"}  # now Will Hewer is an author too
+        assert keys(col.view(first.snapshot.snapshot_id)) == {"will hewer", "coventry"}
+    finally:
+        client.drop_collection("entities_authors")

@@ -59,7 +59,7 @@ from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import Stages
 from pgcite.retrieve._search import SearchOptions
-from pgcite.retrieve._snippets import DEFAULT_SNIPPETS, snippet_limit
+from pgcite.retrieve._snippets import DEFAULT_SNIPPETS, marked_here, snippet_limit
 from pgcite.retrieve._view import SearchView
 
 T = TypeVar("T")
@@ -243,6 +243,9 @@ class AsyncCollection:
                                                   stages=stages, query_vector=query_vector,
                                                   explain=explain)
         limit = snippet_limit(snippets, len(result.hits))
+        marked = marked_here(result, view.info.ts_config, limit) if limit else None
+        if marked is not None:
+            result, limit = marked, 0
         if not limit and filters.cutoff is None:
             return result
         async with self._connection() as conn:  # one connection, as the sync search

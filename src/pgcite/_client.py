@@ -53,7 +53,12 @@ from pgcite.retrieve._hits import SearchResult
 from pgcite.retrieve._pipeline import StageModels, Stages
 from pgcite.retrieve._rerank import Reranker
 from pgcite.retrieve._search import SearchOptions, check_query
-from pgcite.retrieve._snippets import DEFAULT_SNIPPETS, snippet_limit, with_snippets
+from pgcite.retrieve._snippets import (
+    DEFAULT_SNIPPETS,
+    marked_here,
+    snippet_limit,
+    with_snippets,
+)
 from pgcite.retrieve._undated import undated_excluded
 from pgcite.retrieve._view import ConnectionFactory, SearchView
 from pgcite.store._active import ActivePointerCache
@@ -689,7 +694,7 @@ class Collection:
         (docs/retrieval.md, "Quality stages"); what each stage did is in ``result.stages``.
         ``snippets``: give the first hits a ``snippet`` around the words that matched, with
         their ``highlights`` -- the first ``DEFAULT_SNIPPETS`` (10) by default, ``True`` every
-        hit, ``False`` none, a number that many (one more statement; docs/retrieval.md).
+        hit, ``False`` none, a number that many (docs/retrieval.md, "Snippets").
         """
         merged_filters, merged_options = search_arguments(top_k, mode, filters, options)
         view = self.view(snapshot_id, embedder=merged_options.mode != "keyword")
@@ -702,6 +707,9 @@ class Collection:
         """``result`` with its snippets and undated count, both read on ONE connection of this
         collection's (in the service: role-scoped) kind, and none when neither is wanted."""
         limit = snippet_limit(snippets, len(result.hits))
+        marked = marked_here(result, self.info.ts_config, limit) if limit else None
+        if marked is not None:
+            result, limit = marked, 0
         if not limit and filters.cutoff is None:
             return result
         with self._connection() as conn:

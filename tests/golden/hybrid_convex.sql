@@ -177,7 +177,7 @@ WITH kw_terms AS (
            coalesce(((1 - distance) - min((1 - distance)) OVER ()) / nullif(max((1 - distance)) OVER () - min((1 - distance)) OVER (), 0), 1.0) AS norm
     FROM vec_near
 )
-SELECT f.*,
+SELECT f.*, (SELECT terms FROM kw_terms) AS lexemes,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM (SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,

@@ -164,7 +164,7 @@ WITH kw_terms AS (
 ), vec AS (
     SELECT NULL::bigint AS chunk_pk, NULL::float8 AS distance, NULL::bigint AS rank, NULL::float8 AS norm WHERE false
 )
-SELECT f.*,
+SELECT f.*, (SELECT terms FROM kw_terms) AS lexemes,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM (SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,

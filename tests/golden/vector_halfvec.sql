@@ -1,4 +1,7 @@
-WITH kw AS (
+WITH kw_terms AS (
+    SELECT coalesce(array_agg(lexeme), '{}') AS terms
+    FROM unnest(to_tsvector('english'::regconfig, %(ranking_text)s))
+), kw AS (
     SELECT NULL::bigint AS chunk_pk, NULL::float8 AS score, NULL::bigint AS rank, NULL::float8 AS norm WHERE false
 ), evidence AS (
     SELECT NULL::float8 AS coverage, NULL::float8 AS best_coverage, NULL::bigint AS unknown_names, NULL::integer AS query_terms
@@ -18,7 +21,7 @@ WITH kw AS (
            coalesce(((1 - distance) - min((1 - distance)) OVER ()) / nullif(max((1 - distance)) OVER () - min((1 - distance)) OVER (), 0), 1.0) AS norm
     FROM vec_near
 )
-SELECT f.*,
+SELECT f.*, (SELECT terms FROM kw_terms) AS lexemes,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM (SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,

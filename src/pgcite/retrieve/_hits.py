@@ -87,6 +87,10 @@ class SearchResult(CamelModel):
         "answers the query: cosine, coverage, best_coverage, agreement, gap, unknown_names, "
         "terms (docs/answers.md, "
         "\"Abstention\"); empty when nothing was found")
+    lexemes: list[str] = Field(
+        default_factory=list, description="the query's words as the keyword index reads them "
+        "(the lexemes of the collection's text-search config): what the snippets mark; empty "
+        "when nothing was found")
     timings_ms: dict[str, float] = Field(default_factory=dict)
     stages: list[StageEvent] = Field(
         default_factory=list, description="the optional stages and what each did")

@@ -287,5 +287,6 @@ def shape_result(rows: list[dict[str, Any]], query: str, info: CollectionInfo,
         query=query, mode=options.mode, collection=info.name, snapshot_id=snapshot.snapshot_id,
         embedding_model=snapshot.embed_model, hits=hits, dropped=dropped,
         confidence=rows[0]["best_similarity"] if rows else None,
-        signals=signals_from_row(rows[0]) if rows else {}, timings_ms=timings,
+        signals=signals_from_row(rows[0]) if rows else {},
+        lexemes=list(rows[0]["lexemes"] or []) if rows else [], timings_ms=timings,
     )

@@ -1,29 +1,35 @@
 """Snippets: a window of each hit around the words that matched, with those words marked.
 
-PostgreSQL's ``ts_headline`` picks the window and marks the words, analysed by the collection's
-own text-search configuration -- so "fires" in a passage matches "fire" in the question, and an
-Arabic collection stems as its keyword leg does. The query is an OR of the question's lexemes
-(as the keyword leg ranks it), so a passage holding any of them gets a window around them; a
-passage holding none (a vector-only hit) gets its opening words.
+A word matches when the collection's text-search config reads it as one of the query's lexemes
+-- so "fires" in a passage matches "fire" in the question, and an Arabic collection stems as
+its keyword leg does. The lexemes are the search statement's own (``SearchResult.lexemes``): a
+passage holding any of them gets a window around them; a passage holding none (a vector-only
+hit) gets its opening words.
 
-It runs once per search, in one statement, on the first :data:`DEFAULT_SNIPPETS` hits returned
-unless the caller asks for more (``snippets=True``: every hit) or none (``False``): a window costs
-a parse of the whole passage (``ts_headline``), about half of a top-100 search on SciFact
-(bench/results/search_latency), and a caller at that depth -- an agent, a RAG pipeline -- reads
-the passages, not their highlights. ``highlights`` are ``[start, end)`` offsets into ``snippet`` in Unicode code points
-(Python string indices; a JavaScript client counting UTF-16 units must convert outside the BMP).
+For PostgreSQL's built-in configs (Snowball stemmers and ``simple``) Python marks them
+(:mod:`pgcite.retrieve._marks`), with no statement and no connection: the database's
+``ts_headline`` cost a parse of every passage, ~1.6 ms of a 7.6 ms top-10 search on SciFact and
+~11 ms at top-100 (bench/results/search_latency). A config made in the database has no Python
+twin, and ``ts_headline`` marks it, in one statement (:func:`snippet_statement`).
+
+It runs once per search, on the first :data:`DEFAULT_SNIPPETS` hits returned unless the caller
+asks for more (``snippets=True``: every hit) or none (``False``). ``highlights`` are ``[start,
+end)`` offsets into ``snippet`` in Unicode code points (Python string indices; a JavaScript
+client counting UTF-16 units must convert outside the BMP).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from pgcite.retrieve._hits import Hit
+from pgcite.retrieve._hits import Hit, SearchResult
+from pgcite.retrieve._marks import mark_passages, stemmer_for
 from pgcite.retrieve._query_text import parse_query
 
 # How many hits get a snippet when the caller does not say: a page of results. The one place for
@@ -38,6 +44,21 @@ def snippet_limit(snippets: bool | int, hits: int) -> int:
     if snippets is False:
         return 0
     return max(0, min(int(snippets), hits))
+
+
+def marked_here(result: SearchResult, ts_config: str, limit: int) -> SearchResult | None:
+    """``result`` with the first ``limit`` hits' snippets marked in Python, or None when
+    ``ts_config`` needs the database to mark them (:func:`with_snippets`)."""
+    stem = stemmer_for(ts_config)
+    if stem is None:
+        return None
+    started = time.perf_counter()
+    marks = mark_passages([h.body for h in result.hits[:limit]], result.lexemes, stem)
+    hits = [h.model_copy(update={"snippet": m.snippet, "highlights": m.highlights})
+            for h, m in zip(result.hits, marks, strict=False)]
+    timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
+    return result.model_copy(update={"hits": [*hits, *result.hits[limit:]],
+                                     "timings_ms": timings})
 
 
 # Private-use characters as markers: they never occur in real text, and are removed again.
@@ -59,8 +80,8 @@ ORDER BY t.n
 
 def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
                   hits: list[Hit], limit: int) -> list[Hit]:
-    """``hits`` with ``snippet`` and ``highlights`` filled in for the first ``limit`` of them,
-    in one statement; the others as they were."""
+    """``hits`` with ``snippet`` and ``highlights`` filled in by the database for the first
+    ``limit`` of them, in one statement; the others as they were."""
     if not limit:
         return hits
     statement, params = snippet_statement(ts_config, query, hits, limit)

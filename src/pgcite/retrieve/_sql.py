@@ -150,14 +150,15 @@ SIGNAL_COLUMNS: dict[str, sql.Composable] = {
 def fuse(schema: sql.Identifier, fusion: Fusion, limit: int | None,
          signals: Mapping[str, sql.Composable] = SIGNAL_COLUMNS) -> sql.Composed:
     """The fused rows: each candidate of either leg with both legs' ranks and scores, the
-    ``signals`` and its chunk, best first (ties: the vector rank, then the keyword rank).
+    ``signals``, the query's lexemes (kw_terms: what snippets mark) and its chunk, best first
+    (ties: the vector rank, then the keyword rank).
 
     The candidates are ranked and cut to ``limit`` before their chunk rows are read: only the
     rows returned are looked up (at top-100 on SciFact ~525 candidates, 100 returned)."""
     columns = sql.SQL(",\n             ").join(
         sql.SQL("{} AS {}").format(expr, sql.Identifier(name)) for name, expr in signals.items())
     return sql.SQL(
-        "SELECT f.*,\n"
+        "SELECT f.*, (SELECT terms FROM kw_terms) AS lexemes,\n"
         "       c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,\n"
         "       c.source, c.locator, c.title, c.body, c.metadata\n"
         "FROM (SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,\n"
@@ -246,7 +247,8 @@ def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: 
                 halfvec: bool, mode: Mode, filters: sql.Composable, constraint: bool,
                 filtered: bool, fetch: int, term_depth: int | None,
                 snapshot_id: int | None = None) -> list[Cte]:
-    """The statement's parts before the fusion: kw (and its parts), evidence, vec."""
+    """The statement's parts before the fusion: kw (and its parts; in vector mode only
+    kw_terms, the query's lexemes), evidence, vec."""
     snapshot = SNAPSHOT if snapshot_id is None else sql.Literal(row_count("snapshot_id",
                                                                          snapshot_id))
     constraint_sql = sql.SQL(
@@ -263,8 +265,9 @@ def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: 
         ctes += KeywordLeg(schema=schema, ts_config=ts_config, fetch=fetch, join=join,
                            term_depth=term_depth, snapshot=snapshot).ctes()
         ctes += evidence(schema, ts_config, snapshot)
-    else:
-        ctes += [EMPTY_KEYWORD, EMPTY_EVIDENCE]
+    else:  # the query's lexemes still: the snippets mark them (pgcite.retrieve._snippets)
+        ctes += [KeywordLeg(schema=schema, ts_config=ts_config, fetch=fetch).terms(),
+                 EMPTY_KEYWORD, EMPTY_EVIDENCE]
     if mode in ("vector", "hybrid"):
         ctes += vector_leg(schema=schema, model_key=model_key, dim=dim, halfvec=halfvec,
                            filters=filters, constraint=constraint_sql, fetch=fetch,

@@ -1,4 +1,4 @@
-SELECT f.*,
+SELECT f.*, (SELECT terms FROM kw_terms) AS lexemes,
        c.id, c.document_id, c.citation, c.author, c.corpus, c.date_start, c.date_end,
        c.source, c.locator, c.title, c.body, c.metadata
 FROM (SELECT coalesce(k.chunk_pk, v.chunk_pk) AS chunk_pk,

@@ -3,10 +3,12 @@ before, then faster"): pgcite's search as a user calls it (defaults: the first 1
 snippets, the collection's stages) at top-10 and top-100, its keyword leg at top-100, the
 hand-written one-statement SQL hybrid (bench/peers.py: OR ts_rank + HNSW, RRF in SQL) and an
 in-memory reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in a
-shuffled order so that a shared machine's noise falls on every variant alike (and two former
+shuffled order so that a shared machine's noise falls on every variant alike (and three former
 ways beside the defaults: hybrid top-10 with its statement composed for each search, as before
-statements were cached by shape, and the HNSW knobs set by a transaction of their own, as
-before the statement set them). Query vectors are precomputed: embedding is not measured. Then
+statements were cached by shape; the HNSW knobs set by a transaction of their own, as before
+the statement set them; snippets marked by ts_headline in a statement of their own, as before
+Python marked them). Query vectors are precomputed: embedding is not measured. The claims the
+router sends to the entity boost get their own p50 at top-10. Then
 pgcite hybrid top-10 under 16 concurrent clients (threads on one Client), how the plain top-100
 lists compare with exact distances, and where the top-100 statement's database time goes
 (EXPLAIN ANALYZE with its real parameters: planning, each named part, the vector leg).
@@ -49,8 +51,9 @@ from psycopg.rows import dict_row
 import pgcite
 from pgcite.evaluate import GoldenQuery, load_golden
 from pgcite.evaluate._collection import embed_queries
-from pgcite.retrieve import DEFAULT_SNIPPETS, _search, _view
+from pgcite.retrieve import DEFAULT_SNIPPETS, _search, _snippets, _view
 from pgcite.retrieve._filters import Filters
+from pgcite.retrieve._route import entity_question
 from pgcite.retrieve._search import SearchOptions, prepare_search
 from pgcite.retrieve._sql import search_statement
 
@@ -131,6 +134,20 @@ def composed_per_search() -> Iterator[None]:
         module["search_statement"] = search_statement
 
 
+@contextlib.contextmanager
+def marked_by_database() -> Iterator[None]:
+    """Searches meanwhile have their snippets marked by PostgreSQL's ts_headline, in a
+    statement of their own, as before Python marked them (what a config made in the database
+    still gets)."""
+    module = vars(_snippets)
+    real = module["stemmer_for"]
+    module["stemmer_for"] = lambda ts_config: None
+    try:
+        yield
+    finally:
+        module["stemmer_for"] = real
+
+
 def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[GoldenQuery], Any],
                queries: list[GoldenQuery], vectors: dict[str, np.ndarray]
                ) -> dict[str, dict[str, float]]:
@@ -143,14 +160,17 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
     snippets: dict[str, list[float]] = {}
 
     def pgcite_call(name: str, top_k: int, mode: pgcite.Mode, marked: bool | None = None,
-                    rendered: bool = True, knobs: bool = True) -> Callable[[GoldenQuery], None]:
+                    rendered: bool = True, knobs: bool = True,
+                    headline: bool = False) -> Callable[[GoldenQuery], None]:
         """``marked`` None: as a user calls it (the default: the first DEFAULT_SNIPPETS hits'
         snippets); True every hit's, False none. ``rendered=False``: the statement composed
         and rendered for this search, as before the statement cache; ``knobs=False``: the HNSW
-        knobs set apart (:func:`knobs_apart`), as before the statement set them."""
+        knobs set apart (:func:`knobs_apart`), as before the statement set them;
+        ``headline``: snippets marked by the database (:func:`marked_by_database`)."""
         def run(q: GoldenQuery) -> None:
             with (contextlib.nullcontext() if rendered else composed_per_search(),
-                  contextlib.nullcontext() if knobs else knobs_apart()):
+                  contextlib.nullcontext() if knobs else knobs_apart(),
+                  marked_by_database() if headline else contextlib.nullcontext()):
                 started = time.perf_counter()
                 result = col.search(q.text, top_k=top_k, mode=mode,
                                     snippets=DEFAULT_SNIPPETS if marked is None else marked,
@@ -186,6 +206,9 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
                     rendered=False),
         pgcite_call("pgcite hybrid@10, HNSW knobs set apart", 10, "hybrid", knobs=False),
         pgcite_call("pgcite hybrid@100, HNSW knobs set apart", 100, "hybrid", knobs=False),
+        pgcite_call("pgcite hybrid@10, snippets by ts_headline", 10, "hybrid", headline=True),
+        pgcite_call("pgcite hybrid@100, every hit's snippet by ts_headline", 100, "hybrid",
+                    marked=True, headline=True),
         pgcite_call("pgcite hybrid@100, no snippets", 100, "hybrid", marked=False),
         pgcite_call("pgcite keyword@100, no snippets", 100, "keyword", marked=False),
         plain_call("sql hybrid@10", 10),
@@ -204,9 +227,15 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
         for variant in order.sample(variants, len(variants)):
             variant(q)
     out: dict[str, dict[str, float]] = {}
+    # the claims the router sends to the entity boost (a deeper search, the entities named)
+    routed = [i for i, q in enumerate(queries) if entity_question(q.text)]
     for name in names:
         samples = wall[name]
         row = {"wall_" + k if k != "n" else k: v for k, v in stats(samples).items()}
+        if routed and name.startswith("pgcite hybrid@10"):
+            row["entity_routed"] = len(routed)
+            row["entity_routed_wall_p50_ms"] = round(
+                statistics.median(samples[i] for i in routed), 2)
         if name in database:
             row["database_p50_ms"] = round(statistics.median(database[name]), 2)
             row["database_p95_ms"] = round(pct(database[name], 0.95), 2)
@@ -337,6 +366,45 @@ def against_exact(col: pgcite.Collection, queries: list[GoldenQuery],
     return out
 
 
+_HIGHLIGHT_ALL = sql.SQL(
+    "SELECT ts_headline({cfg}::regconfig, b, %(q)s::tsquery,"
+    " 'StartSel=\ue000, StopSel=\ue001, HighlightAll=true')"
+    " FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS t(b, n) ORDER BY n")
+
+
+def marks_against_headline(col: pgcite.Collection, queries: list[GoldenQuery],
+                           vectors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Whether Python marks the words PostgreSQL marks: for each claim's top-10 passages, the
+    words (counted) marked in the whole passage by the marking's own matching and by
+    ts_headline with HighlightAll, and the words that differ most often."""
+    from collections import Counter
+
+    from pgcite.retrieve._marks import _spaced, _spans, stemmer_for
+
+    stems = stemmer_for(col.info.ts_config)
+    assert stems is not None, "a built-in text-search config"
+    same = total = 0
+    differing: Counter[str] = Counter()
+    with col.client.connection() as conn:
+        for q in queries:
+            result = col.search(q.text, top_k=10, snippets=False, query_vector=vectors[q.id])
+            lexemes = set(result.lexemes)
+            rows = conn.execute(_HIGHLIGHT_ALL.format(cfg=sql.Literal(col.info.ts_config)), {
+                "q": " | ".join("'" + x.replace("'", "''") + "'" for x in lexemes) or "''",
+                "bodies": [h.body for h in result.hits]}).fetchall()
+            for hit, (marked,) in zip(result.hits, rows, strict=True):
+                text, spans = _snippets.unmark(marked)
+                theirs = Counter(text[a:b].lower() for a, b in spans)
+                spaced = _spaced(hit.body)
+                ours = Counter(spaced[a:b] for a, b, _ in _spans(
+                    spaced, stems.matching(set(spaced.split()), lexemes)))
+                total += 1
+                same += ours == theirs
+                differing.update(w for w in ours | theirs if ours[w] != theirs[w])
+    return {"passages": total, "same_words": same,
+            "most_differing": [w for w, _ in differing.most_common(8)]}
+
+
 def report(summary: dict[str, Any]) -> str:
     lines = [f"# Search latency on SciFact ({summary['queries']} train claims, one run)", "",
              f"Commit {summary['commit']}, {summary['date']}, {summary['machine']}, load "
@@ -347,6 +415,13 @@ def report(summary: dict[str, Any]) -> str:
     for name, row in summary["sequential"].items():
         lines.append(f"| {name} | {row['wall_p50_ms']} | {row['wall_p95_ms']} | "
                      f"{row.get('database_p50_ms', '–')} | {row.get('snippets_p50_ms', '–')} |")
+    routed = summary["sequential"]["pgcite hybrid@10"].get("entity_routed")
+    if routed:
+        lines += ["", f"Of these claims {routed} are routed to the entity boost (a search 50 deep, "
+                  "the entities the claim names read); their p50 wall ms: " + ", ".join(
+                      f"{name} {row['entity_routed_wall_p50_ms']}"
+                      for name, row in summary["sequential"].items()
+                      if "entity_routed_wall_p50_ms" in row) + "."]
     c = summary["concurrent"]
     lines += ["", f"pgcite hybrid@10 from {c['clients']} concurrent clients: p50 "
               f"{c['wall_p50_ms']} ms, p95 {c['wall_p95_ms']} ms, {c['queries_per_s']} queries/s.",
@@ -357,6 +432,12 @@ def report(summary: dict[str, Any]) -> str:
     for name, e in summary["against_exact"].items():
         lines.append(f"- {name}: {e['identical']} lists identical, {e['identical_top10']} top-10s "
                      f"identical; overlap mean {e['mean_overlap']}, least {e['min_overlap']}")
+    m = summary.get("marks_against_headline")
+    if m:
+        lines += ["", f"Snippets marked in Python against ts_headline (HighlightAll, the whole "
+                  f"passage; each claim's top 10): the same words in {m['same_words']} of "
+                  f"{m['passages']} passages; the words that differ most often: "
+                  + ", ".join(repr(w) for w in m["most_differing"]) + "."]
     b = summary["breakdown"]
     lines += ["", f"## Where the top-100 database time goes (EXPLAIN ANALYZE, median of "
               f"{b['queries']} claims; parts are inclusive)", "",
@@ -390,6 +471,7 @@ def main() -> None:
         plain.conn.close()
         summary["concurrent"] = concurrent(col, queries, vectors, args.clients)
         summary["against_exact"] = against_exact(col, queries, vectors)
+        summary["marks_against_headline"] = marks_against_headline(col, queries[:100], vectors)
         summary["breakdown"] = {"queries": min(args.explain, len(queries)),
                                 **breakdown(col, queries[: args.explain], vectors)}
     summary["load_average_at_end"] = round(os.getloadavg()[0], 2)

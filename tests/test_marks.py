@@ -76,6 +76,13 @@ def test_offsets_hold_where_lowercasing_lengthens_a_character() -> None:
     assert marked_words(one.snippet, one.highlights) == ["burned", "fire"]
 
 
+def test_any_space_or_punctuation_ends_a_word() -> None:
+    stem = stemmer_for("english")
+    assert stem is not None
+    (one,) = mark_passages(["fire\u00a0escape, «fires»; fire—fires…"], ["fire"], stem)
+    assert marked_words(one.snippet, one.highlights) == ["fire", "fires", "fire", "fires"]
+
+
 def test_a_config_made_in_the_database_has_no_python_twin() -> None:
     assert stemmer_for("pgcite_custom") is None and stemmer_for("porter") is None
     assert stemmer_for("pg_catalog.english") is not None and stemmer_for("arabic") is not None

@@ -5,8 +5,9 @@ PostgreSQL's built-in configs stem with Snowball (``english_stem``, ``arabic_ste
 PyStemmer runs too, and ``simple`` only lowercases; a word matches when its stem is one of the
 query's lexemes as the search statement read them (``SearchResult.lexemes``), so stop words and
 the config's own stems come from the database. ``ts_headline`` did this in a statement of its
-own, and most of its time was parsing every passage (~1.6 ms of a SciFact top-10 search's
-7.6); stemming each distinct word of ten passages here takes ~0.1 ms. A config made in the
+own, and most of its time was parsing every passage: at SciFact top-10 it took 1.98 ms p50
+against 1.23 here, at top-100 with every hit's snippet 14.4 against 9.1 (side by side,
+bench/results/search_latency at 70b68d6). A config made in the
 database (another dictionary, unaccent) has no such twin: :func:`stemmer_for` says None and the
 database marks it (pgcite.retrieve._snippets).
 
@@ -37,7 +38,8 @@ DELIMITER = " … "
 # all the rest); a word keeps its combining marks (Arabic tanween, accents), as PostgreSQL's
 # parser does. Other symbols stay on their word ("x²"): such a word may go unmarked.
 _SEPARATORS = "".join(c for c in string.punctuation if c != "_") + "—–…«»‘’“”،؛؟·•"
-_SPACED = str.maketrans({c: " " for c in _SEPARATORS + string.whitespace})
+_SPACES = string.whitespace + "\u00a0\u2002\u2003\u2009\u200a\u200b\u202f\u3000"
+_SPACED = str.maketrans({c: " " for c in _SEPARATORS + _SPACES})
 
 
 def words_in(text: str) -> list[str]:

@@ -243,9 +243,7 @@ class AsyncCollection:
                                                   stages=stages, query_vector=query_vector,
                                                   explain=explain)
         limit = snippet_limit(snippets, len(result.hits))
-        marked = marked_here(result, view.info.ts_config, limit) if limit else None
-        if marked is not None:
-            result, limit = marked, 0
+        result, limit = marked_here(result, view.info.ts_config, limit)  # the rest: the database's
         if not limit and filters.cutoff is None:
             return result
         async with self._connection() as conn:  # one connection, as the sync search

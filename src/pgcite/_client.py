@@ -707,9 +707,7 @@ class Collection:
         """``result`` with its snippets and undated count, both read on ONE connection of this
         collection's (in the service: role-scoped) kind, and none when neither is wanted."""
         limit = snippet_limit(snippets, len(result.hits))
-        marked = marked_here(result, self.info.ts_config, limit) if limit else None
-        if marked is not None:
-            result, limit = marked, 0
+        result, limit = marked_here(result, self.info.ts_config, limit)  # the rest: the database's
         if not limit and filters.cutoff is None:
             return result
         with self._connection() as conn:

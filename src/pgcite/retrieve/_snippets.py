@@ -8,9 +8,10 @@ hit) gets its opening words.
 
 For PostgreSQL's built-in configs (Snowball stemmers and ``simple``) Python marks them
 (:mod:`pgcite.retrieve._marks`), with no statement and no connection: the database's
-``ts_headline`` cost a parse of every passage, ~1.6 ms of a 7.6 ms top-10 search on SciFact and
-~11 ms at top-100 (bench/results/search_latency). A config made in the database has no Python
-twin, and ``ts_headline`` marks it, in one statement (:func:`snippet_statement`).
+``ts_headline`` parses every passage, 1.98 ms against 1.23 of a SciFact top-10 search and 14.4
+against 9.1 with every hit's snippet at top-100 (bench/results/search_latency at 70b68d6). A
+config made in the database has no Python twin, and ``ts_headline`` marks it, in one statement
+(:func:`snippet_statement`).
 
 It runs once per search, on the first :data:`DEFAULT_SNIPPETS` hits returned unless the caller
 asks for more (``snippets=True``: every hit) or none (``False``). ``highlights`` are ``[start,
@@ -46,19 +47,21 @@ def snippet_limit(snippets: bool | int, hits: int) -> int:
     return max(0, min(int(snippets), hits))
 
 
-def marked_here(result: SearchResult, ts_config: str, limit: int) -> SearchResult | None:
-    """``result`` with the first ``limit`` hits' snippets marked in Python, or None when
-    ``ts_config`` needs the database to mark them (:func:`with_snippets`)."""
-    stem = stemmer_for(ts_config)
+def marked_here(result: SearchResult, ts_config: str,
+                limit: int) -> tuple[SearchResult, int]:
+    """``result`` with the first ``limit`` hits' snippets marked in Python, and how many are
+    left for the database to mark (:func:`with_snippets`): none, or all of them when
+    ``ts_config`` is one Python cannot stem as PostgreSQL does."""
+    stem = stemmer_for(ts_config) if limit else None
     if stem is None:
-        return None
+        return result, limit
     started = time.perf_counter()
     marks = mark_passages([h.body for h in result.hits[:limit]], result.lexemes, stem)
     hits = [h.model_copy(update={"snippet": m.snippet, "highlights": m.highlights})
             for h, m in zip(result.hits, marks, strict=False)]
     timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
     return result.model_copy(update={"hits": [*hits, *result.hits[limit:]],
-                                     "timings_ms": timings})
+                                     "timings_ms": timings}), 0
 
 
 # Private-use characters as markers: they never occur in real text, and are removed again.

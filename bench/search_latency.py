@@ -379,7 +379,7 @@ def marks_against_headline(col: pgcite.Collection, queries: list[GoldenQuery],
     ts_headline with HighlightAll, and the words that differ most often."""
     from collections import Counter
 
-    from pgcite.retrieve._marks import _spaced, _spans, stemmer_for
+    from pgcite.retrieve._marks import matched_spans, stemmer_for
 
     stems = stemmer_for(col.info.ts_config)
     assert stems is not None, "a built-in text-search config"
@@ -392,12 +392,12 @@ def marks_against_headline(col: pgcite.Collection, queries: list[GoldenQuery],
             rows = conn.execute(_HIGHLIGHT_ALL.format(cfg=sql.Literal(col.info.ts_config)), {
                 "q": " | ".join("'" + x.replace("'", "''") + "'" for x in lexemes) or "''",
                 "bodies": [h.body for h in result.hits]}).fetchall()
-            for hit, (marked,) in zip(result.hits, rows, strict=True):
+            bodies = [h.body for h in result.hits]
+            for body, mine, (marked,) in zip(bodies, matched_spans(bodies, lexemes, stems),
+                                             rows, strict=True):
                 text, spans = _snippets.unmark(marked)
                 theirs = Counter(text[a:b].lower() for a, b in spans)
-                spaced = _spaced(hit.body)
-                ours = Counter(spaced[a:b] for a, b, _ in _spans(
-                    spaced, stems.matching(set(spaced.split()), lexemes)))
+                ours = Counter(body[a:b].lower() for a, b, _ in mine)
                 total += 1
                 same += ours == theirs
                 differing.update(w for w in ours | theirs if ours[w] != theirs[w])

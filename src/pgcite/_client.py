@@ -725,7 +725,7 @@ class Collection:
     def _with_snippets(self, conn: psycopg.Connection, result: SearchResult,
                        limit: int) -> SearchResult:
         started = time.perf_counter()
-        hits = with_snippets(conn, self.info.ts_config, result.query, result.hits, limit)
+        hits = with_snippets(conn, self.info.ts_config, result.lexemes, result.hits, limit)
         timings = {**result.timings_ms, "snippets": (time.perf_counter() - started) * 1000}
         return result.model_copy(update={"hits": hits, "timings_ms": timings})
 

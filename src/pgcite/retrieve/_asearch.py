@@ -182,7 +182,8 @@ async def afinish(conn: AsyncConnection, info: CollectionInfo, snapshot: Snapsho
     ``Collection.search`` adds them), read on ``conn``."""
     if limit:
         started = time.perf_counter()
-        statement, params = snippet_statement(info.ts_config, result.query, result.hits, limit)
+        statement, params = snippet_statement(info.ts_config, result.lexemes, result.hits,
+                                              limit)
         rows = await (await conn.execute(statement, params)).fetchall()
         hits = apply_snippets(result.hits, rows, limit)
         result = result.model_copy(update={"hits": hits, "timings_ms": {

@@ -103,14 +103,27 @@ class Marked:
     highlights: list[tuple[int, int]]
 
 
+Span = tuple[int, int, str]  # a matched word: [start, end) in its passage, and its lexeme
+
+
 def mark_passages(bodies: Sequence[str], lexemes: Iterable[str], stems: Stems) -> list[Marked]:
     """Each body's window and matched words: those whose stem is one of ``lexemes``."""
-    wanted = set(lexemes)
     spaced = [_spaced(body) for body in bodies]
+    return [_mark(body, text, spans) for body, text, spans in zip(
+        bodies, spaced, _matches(spaced, lexemes, stems), strict=True)]
+
+
+def matched_spans(bodies: Sequence[str], lexemes: Iterable[str], stems: Stems) -> list[list[Span]]:
+    """Every matched word of each whole body, in order (the windows pick among them)."""
+    return _matches([_spaced(body) for body in bodies], lexemes, stems)
+
+
+def _matches(spaced: list[str], lexemes: Iterable[str], stems: Stems) -> list[list[Span]]:
+    wanted = set(lexemes)
     vocabularies = [set(text.split()) for text in spaced]
     matched = stems.matching(set().union(*vocabularies), wanted) if wanted else {}
-    return [_mark(body, text, {w: matched[w] for w in vocabulary & matched.keys()})
-            for body, text, vocabulary in zip(bodies, spaced, vocabularies, strict=True)]
+    return [_spans(text, {w: matched[w] for w in vocabulary & matched.keys()})
+            for text, vocabulary in zip(spaced, vocabularies, strict=True)]
 
 
 def _spaced(body: str) -> str:
@@ -122,9 +135,9 @@ def _spaced(body: str) -> str:
     return low.translate(_SPACED)
 
 
-def _spans(text: str, matched: dict[str, str]) -> list[tuple[int, int, str]]:
+def _spans(text: str, matched: dict[str, str]) -> list[Span]:
     """Every whole-word occurrence of a matched word: (start, end, its lexeme), in order."""
-    found: list[tuple[int, int, str]] = []
+    found: list[Span] = []
     for word, lexeme in matched.items():
         i = text.find(word)
         while i >= 0:
@@ -135,8 +148,7 @@ def _spans(text: str, matched: dict[str, str]) -> list[tuple[int, int, str]]:
     return sorted(found)
 
 
-def _mark(body: str, text: str, matched: dict[str, str]) -> Marked:
-    spans = _spans(text, matched) if matched else []
+def _mark(body: str, text: str, spans: list[Span]) -> Marked:
     if not spans:
         return Marked(_first_words(body, text, MIN_WORDS), [])
     numbers: list[int] = []  # each match's word number
@@ -170,7 +182,7 @@ def _mark(body: str, text: str, matched: dict[str, str]) -> Marked:
     return Marked("".join(parts), highlights)
 
 
-def _windows(spans: list[tuple[int, int, str]], numbers: list[int]) -> list[tuple[int, int]]:
+def _windows(spans: list[Span], numbers: list[int]) -> list[tuple[int, int]]:
     """Up to MAX_FRAGMENTS runs of matches (first, last index), each within MAX_WORDS words
     and sharing no match with the others, the run with the most distinct lexemes first (then
     the most matches, then the earliest), returned in text order."""

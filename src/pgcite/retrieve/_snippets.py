@@ -31,7 +31,6 @@ from psycopg import sql
 
 from pgcite.retrieve._hits import Hit, SearchResult
 from pgcite.retrieve._marks import mark_passages, stemmer_for
-from pgcite.retrieve._query_text import parse_query
 
 # How many hits get a snippet when the caller does not say: a page of results. The one place for
 # this default (Python, async, HTTP).
@@ -73,7 +72,7 @@ _OPTIONS = (f'StartSel="{_START}", StopSel="{_STOP}", MaxWords=35, MinWords=15, 
 _SQL = sql.SQL("""
 WITH q AS (
     SELECT coalesce(string_agg(quote_literal(lexeme), ' | '), '') AS text
-    FROM unnest(to_tsvector({cfg}::regconfig, %(query)s))
+    FROM unnest(%(lexemes)s::text[]) AS lexeme
 )
 SELECT ts_headline({cfg}::regconfig, t.body, q.text::tsquery, %(options)s)
 FROM unnest(%(bodies)s::text[]) WITH ORDINALITY AS t(body, n), q
@@ -81,22 +80,23 @@ ORDER BY t.n
 """)
 
 
-def with_snippets(conn: psycopg.Connection, ts_config: str, query: str,
+def with_snippets(conn: psycopg.Connection, ts_config: str, lexemes: Sequence[str],
                   hits: list[Hit], limit: int) -> list[Hit]:
     """``hits`` with ``snippet`` and ``highlights`` filled in by the database for the first
-    ``limit`` of them, in one statement; the others as they were."""
+    ``limit`` of them, in one statement, around ``lexemes`` (the search's: ``SearchResult.
+    lexemes``, as Python marks them); the others as they were."""
     if not limit:
         return hits
-    statement, params = snippet_statement(ts_config, query, hits, limit)
+    statement, params = snippet_statement(ts_config, lexemes, hits, limit)
     return apply_snippets(hits, conn.execute(statement, params).fetchall(), limit)
 
 
-def snippet_statement(ts_config: str, query: str, hits: list[Hit],
+def snippet_statement(ts_config: str, lexemes: Sequence[str], hits: list[Hit],
                       limit: int) -> tuple[sql.Composed, dict[str, Any]]:
     """The one statement that marks the first ``limit`` hits' windows (sync and async searches
-    alike)."""
+    alike): an OR of ``lexemes``."""
     return _SQL.format(cfg=sql.Literal(ts_config)), {
-        "query": parse_query(query).ranking_text, "options": _OPTIONS,
+        "lexemes": list(lexemes), "options": _OPTIONS,
         "bodies": [h.body for h in hits[:limit]]}
 
 

@@ -7,9 +7,9 @@ query's lexemes as the search statement read them (``SearchResult.lexemes``), so
 the config's own stems come from the database. ``ts_headline`` did this in a statement of its
 own, and most of its time was parsing every passage: at SciFact top-10 it took 1.98 ms p50
 against 1.23 here, at top-100 with every hit's snippet 14.4 against 9.1 (side by side,
-bench/results/search_latency at 70b68d6). A config made in the
-database (another dictionary, unaccent) has no such twin: :func:`stemmer_for` says None and the
-database marks it (pgcite.retrieve._snippets).
+bench/results/search_latency at 70b68d6, its summary in git at 5309621). A config made in
+the database (another dictionary, unaccent) has no such twin: :func:`stemmer_for` says None
+and the database marks it (pgcite.retrieve._snippets).
 
 The window follows ``ts_headline``'s options as pgcite set them (MaxWords=35, MinWords=15,
 MaxFragments=2, " … " between fragments): up to two windows of at most MAX_WORDS words, each

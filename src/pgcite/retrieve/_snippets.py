@@ -7,11 +7,9 @@ passage holding any of them gets a window around them; a passage holding none (a
 hit) gets its opening words.
 
 For PostgreSQL's built-in configs (Snowball stemmers and ``simple``) Python marks them
-(:mod:`pgcite.retrieve._marks`), with no statement and no connection: the database's
-``ts_headline`` parses every passage, 1.98 ms against 1.23 of a SciFact top-10 search and 14.4
-against 9.1 with every hit's snippet at top-100 (bench/results/search_latency at 70b68d6). A
-config made in the database has no Python twin, and ``ts_headline`` marks it, in one statement
-(:func:`snippet_statement`).
+(:mod:`pgcite.retrieve._marks`, which says what that saves), with no statement and no
+connection. A config made in the database has no Python twin, and ``ts_headline`` marks it, in
+one statement (:func:`snippet_statement`).
 
 It runs once per search, on the first :data:`DEFAULT_SNIPPETS` hits returned unless the caller
 asks for more (``snippets=True``: every hit) or none (``False``). ``highlights`` are ``[start,

@@ -23,6 +23,7 @@ from pgcite.index import DENSE_BLOCK, KeywordLeg, densify, with_ctes
 from pgcite.index import _query as _sql
 from pgcite.retrieve._filters import Filters, MetadataPredicate, compile_filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
+from pgcite.retrieve._sql import search_statement
 from tests.test_segments import _doc, _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
 
 FILTERS: list[Filters] = [
@@ -198,6 +199,8 @@ def test_skipping_top_k_equals_exhaustive_on_random_corpora_under_any_plan(
             monkeypatch.setattr(_sql, "LONG_LIST", long_list)
             monkeypatch.setattr(_sql, "COMPLETION_COST", cost)
             monkeypatch.setattr(_sql, "BEST_FIRST_HEAD", head)
+            # the constants are read when a statement is built, and searches reuse a built one
+            search_statement.cache_clear()
             if name == "dense":
                 # re-ingesting the first batch brings back the versions it held (the ones
                 # since changed or removed): live again in a new segment, and still deleted in
@@ -246,6 +249,7 @@ def test_chunks_only_long_lists_hold_still_rank_when_their_bounds_reach_theta(
         col.ingest([_write(tmp_path / "bounds.jsonl", docs)])
         monkeypatch.setattr(_sql, "LONG_LIST", 4)
         monkeypatch.setattr(_sql, "COMPLETION_COST", 0)
+        search_statement.cache_clear()
         with client.connection() as conn:
             assert _path(conn, col, "harbour lantern gunpowder", 1) == "summed"
             leg = _keyword_leg(conn, col, "harbour lantern gunpowder", 1, Filters())

@@ -3,11 +3,12 @@ before, then faster"): pgcite's search as a user calls it (defaults: the first 1
 snippets, the collection's stages) at top-10 and top-100, its keyword leg at top-100, the
 hand-written one-statement SQL hybrid (bench/peers.py: OR ts_rank + HNSW, RRF in SQL) and an
 in-memory reference (bm25s + exact numpy dense + RRF in Python), interleaved per query in a
-shuffled order so that a shared machine's noise falls on every variant alike (and three former
+shuffled order so that a shared machine's noise falls on every variant alike (and four former
 ways beside the defaults: hybrid top-10 with its statement composed for each search, as before
 statements were cached by shape; the HNSW knobs set by a transaction of their own, as before
 the statement set them; snippets marked by ts_headline in a statement of their own, as before
-Python marked them). Query vectors are precomputed: embedding is not measured. The claims the
+Python marked them; hybrid and keyword top-10 with every part of the keyword leg, as before the
+statement was built for its snapshot's shape). Query vectors are precomputed: embedding is not measured. The claims the
 router sends to the entity boost get their own p50 at top-10. Then
 pgcite hybrid top-10 under 16 concurrent clients (threads on one Client), how the plain top-100
 lists compare with exact distances, and where the top-100 statement's database time goes
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import random
@@ -55,7 +57,7 @@ from pgcite.retrieve import DEFAULT_SNIPPETS, _search, _snippets, _view
 from pgcite.retrieve._filters import Filters
 from pgcite.retrieve._route import entity_question
 from pgcite.retrieve._search import SearchOptions, prepare_search
-from pgcite.retrieve._sql import search_statement
+from pgcite.retrieve._sql import StatementShape, search_statement
 
 RRF_K = 60
 # Targets of issue 38 (ratios to the one-statement SQL hybrid at top-100, to the in-memory
@@ -135,6 +137,23 @@ def composed_per_search() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def every_part() -> Iterator[None]:
+    """Searches meanwhile run the statement with every part of the keyword leg, as before it was
+    built for its snapshot's shape: the long-list skipping parts (which never run on SciFact,
+    whose lists are all short) and the check for deleted chunks (it deleted none)."""
+    module = vars(_search)
+
+    def general(shape: StatementShape) -> sql.SQL:
+        return search_statement(dataclasses.replace(shape, longest_list=None, deletions=True))
+
+    module["search_statement"] = general
+    try:
+        yield
+    finally:
+        module["search_statement"] = search_statement
+
+
+@contextlib.contextmanager
 def marked_by_database() -> Iterator[None]:
     """Searches meanwhile have their snippets marked by PostgreSQL's ts_headline, in a
     statement of their own, as before Python marked them (what a config made in the database
@@ -161,16 +180,19 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
 
     def pgcite_call(name: str, top_k: int, mode: pgcite.Mode, marked: bool | None = None,
                     rendered: bool = True, knobs: bool = True,
-                    headline: bool = False) -> Callable[[GoldenQuery], None]:
+                    headline: bool = False, shaped: bool = True
+                    ) -> Callable[[GoldenQuery], None]:
         """``marked`` None: as a user calls it (the default: the first DEFAULT_SNIPPETS hits'
         snippets); True every hit's, False none. ``rendered=False``: the statement composed
         and rendered for this search, as before the statement cache; ``knobs=False``: the HNSW
         knobs set apart (:func:`knobs_apart`), as before the statement set them;
-        ``headline``: snippets marked by the database (:func:`marked_by_database`)."""
+        ``headline``: snippets marked by the database (:func:`marked_by_database`);
+        ``shaped=False``: every part of the statement (:func:`every_part`)."""
         def run(q: GoldenQuery) -> None:
             with (contextlib.nullcontext() if rendered else composed_per_search(),
                   contextlib.nullcontext() if knobs else knobs_apart(),
-                  marked_by_database() if headline else contextlib.nullcontext()):
+                  marked_by_database() if headline else contextlib.nullcontext(),
+                  contextlib.nullcontext() if shaped else every_part()):
                 started = time.perf_counter()
                 result = col.search(q.text, top_k=top_k, mode=mode,
                                     snippets=DEFAULT_SNIPPETS if marked is None else marked,
@@ -205,6 +227,11 @@ def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[Golden
         pgcite_call("pgcite hybrid@10, statement composed per search", 10, "hybrid",
                     rendered=False),
         pgcite_call("pgcite hybrid@10, HNSW knobs set apart", 10, "hybrid", knobs=False),
+        pgcite_call("pgcite hybrid@10, every part of the statement", 10, "hybrid",
+                    shaped=False),
+        pgcite_call("pgcite keyword@10, every part of the statement", 10, "keyword",
+                    shaped=False),
+        pgcite_call("pgcite keyword@10", 10, "keyword"),
         pgcite_call("pgcite hybrid@100, HNSW knobs set apart", 100, "hybrid", knobs=False),
         pgcite_call("pgcite hybrid@10, snippets by ts_headline", 10, "hybrid", headline=True),
         pgcite_call("pgcite hybrid@100, every hit's snippet by ts_headline", 100, "hybrid",

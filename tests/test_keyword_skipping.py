@@ -24,6 +24,7 @@ from pgcite.index import _query as _sql
 from pgcite.retrieve._filters import Filters, MetadataPredicate, compile_filters
 from pgcite.retrieve._search import SearchOptions, prepare_search
 from pgcite.retrieve._sql import search_statement
+from pgcite.store._snapshots import SnapshotInfo
 from tests.test_segments import _doc, _lexemes, _live_chunks, _queries, _write, exhaustive_bm25
 
 FILTERS: list[Filters] = [
@@ -130,10 +131,11 @@ REGIMES = {"tsvector": (20, 0, 1024), "probe": (20, 10**9, 4), "dense": (20, 10*
 
 
 def _keyword_leg(conn: psycopg.Connection, col: pgcite.Collection, query: str, top_k: int,
-                 filters: Filters) -> dict[str, float]:
+                 filters: Filters, snapshot: SnapshotInfo | None = None) -> dict[str, float]:
     """Every candidate of the keyword leg (its top ``fetch``, not only the top_k a search
-    returns) through the search statement: id -> keyword score."""
-    statement, params = prepare_search(col.info, col.active_snapshot(), query, filters=filters,
+    returns) through the search statement of ``snapshot`` (the active one): id -> score."""
+    snapshot = snapshot or col.active_snapshot()
+    statement, params = prepare_search(col.info, snapshot, query, filters=filters,
                                        options=SearchOptions(mode="keyword", top_k=top_k),
                                        query_vector=None, explain=True)
     with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
@@ -281,3 +283,41 @@ def test_block_bounds_cover_every_posting(client: pgcite.Client, tmp_path: Path)
             assert blocks is not None and blocks[0] > 0
     finally:
         client.drop_collection("skipping_blocks")
+
+
+def test_a_snapshot_without_long_lists_sums_every_posting_and_checks_deletions_only_if_any(
+        client: pgcite.Client, tmp_path: Path) -> None:
+    """At the default long-list size no list of a small collection can be long: its statement
+    has no skipping parts, and the dead-chunk check only while the snapshot deleted chunks (a
+    full merge purges them). Both statements return the exhaustive top-k, filtered or not."""
+    col = _grow(client, "skipping_short", 43, tmp_path)
+    try:
+        rng = random.Random(43)
+        queries = [q for q in _queries(rng, 40) if len(q.split()) > 1][:10]
+        for purged in (False, True):
+            if purged:
+                col.optimize(full=True)
+            # read afresh: a merge keeps the snapshot, so the cached active one keeps its old
+            # (still safe) counts
+            snapshot = next(s for s in col.snapshots() if s.active)
+            assert snapshot.segment_chunks is not None
+            assert 0 < snapshot.segment_chunks < _sql.LONG_LIST
+            assert (snapshot.deleted_chunks == 0) == purged, snapshot
+            statement = prepare_search(col.info, snapshot, "x", filters=Filters(),
+                                       options=SearchOptions(mode="keyword"),
+                                       query_vector=None)[0].as_string()
+            assert "kw_long" not in statement and "kw_skip" not in statement
+            assert ("kw_dead" in statement) is not purged
+            wrong = []
+            with client.connection() as conn:
+                for filters, query, want in _cases(client, col, queries):
+                    for top_k in (1, 3):
+                        fetch = SearchOptions(top_k=top_k).fetch
+                        try:
+                            _assert_exact_top(_keyword_leg(conn, col, query, top_k, filters,
+                                                           snapshot), want, fetch)
+                        except AssertionError as exc:
+                            wrong.append(f"{filters!r} {query!r} k={fetch}: {exc}")
+            assert not wrong, f"purged={purged}: {len(wrong)} wrong, e.g. {wrong[:3]}"
+    finally:
+        client.drop_collection("skipping_short")

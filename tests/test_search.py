@@ -220,12 +220,14 @@ def test_a_search_statement_is_rendered_once_per_shape(diary: pgcite.Collection)
         schema=diary.info.schema_name, ts_config=diary.info.ts_config,
         model_key=snap.embed_model, dim=snap.embed_dim, halfvec=diary.info.settings.halfvec,
         mode="hybrid", filters="true", constraint=False, filtered=False, fusion="convex",
-        fetch=15, limit=5, term_depth=None, snapshot_id=snap.snapshot_id)
+        fetch=15, limit=5, term_depth=None, snapshot_id=snap.snapshot_id,
+        longest_list=snap.segment_chunks, deletions=snap.deleted_chunks != 0)
     composed = build_search_sql(
         schema=diary.info.schema_id, ts_config=diary.info.ts_config,
         model_key=snap.embed_model, dim=snap.embed_dim, halfvec=diary.info.settings.halfvec,
         mode="hybrid", filters=sql.SQL("true"), constraint=False, filtered=False,
-        fusion="convex", fetch=15, limit=5, snapshot_id=snap.snapshot_id)
+        fusion="convex", fetch=15, limit=5, snapshot_id=snap.snapshot_id,
+        longest_list=snap.segment_chunks, deletions=snap.deleted_chunks != 0)
     with diary.client.connection() as conn:
         assert search_statement(shape).as_string(conn) == composed.as_string(conn)
     assert search_statement(shape).as_string() == plain.as_string()

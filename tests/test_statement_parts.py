@@ -30,6 +30,10 @@ LEGS = {
     "exact": KeywordLeg(schema=SCHEMA, ts_config="english", fetch=30),
     "filtered": KeywordLeg(schema=SCHEMA, ts_config="english", fetch=30, join=FILTER),
     "term_depth": KeywordLeg(schema=SCHEMA, ts_config="english", fetch=30, term_depth=1000),
+    # a snapshot whose lists are all short and which deleted no chunk: no skipping parts, no
+    # check for deleted chunks
+    "short": KeywordLeg(schema=SCHEMA, ts_config="english", fetch=30, longest_list=10_000,
+                        deletions=False),
 }
 
 

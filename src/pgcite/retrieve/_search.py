@@ -170,6 +170,7 @@ def prepare_search(
         # explain and tier ordering need the candidates below top_k; plain searches do not
         limit=options.top_k if options.ordering == "score" and not explain else None,
         term_depth=options.term_depth, snapshot_id=snapshot.snapshot_id,
+        longest_list=snapshot.segment_chunks, deletions=snapshot.deleted_chunks != 0,
     ))
     return statement, params
 

@@ -192,6 +192,8 @@ def build_search_sql(
     limit: int | None,
     term_depth: int | None = None,
     snapshot_id: int | None = None,
+    longest_list: int | None = None,
+    deletions: bool = True,
 ) -> sql.Composed:
     """The statement for one search of the snapshot ``snapshot_id`` (None: a placeholder
     %(snapshot_id)s); values are left as named placeholders.
@@ -199,12 +201,14 @@ def build_search_sql(
     ``filtered=False`` promises that ``filters`` is trivially true, so the keyword leg may skip
     joining the chunk rows. ``fetch`` candidates per leg, ``limit`` fused rows (None: all);
     ``term_depth`` counts only each term's N best postings per segment (None: exact BM25), and
-    only in an unfiltered leg (a filtered one is always exact)."""
+    only in an unfiltered leg (a filtered one is always exact). ``longest_list`` and
+    ``deletions``: what the snapshot's lists can hold (:class:`pgcite.index.KeywordLeg`)."""
     return sql.SQL("WITH {ctes}\n{fuse}").format(
         ctes=with_ctes(search_ctes(
             schema=schema, ts_config=ts_config, model_key=model_key, dim=dim, halfvec=halfvec,
             mode=mode, filters=filters, constraint=constraint, filtered=filtered, fetch=fetch,
-            term_depth=term_depth, snapshot_id=snapshot_id)),
+            term_depth=term_depth, snapshot_id=snapshot_id, longest_list=longest_list,
+            deletions=deletions)),
         fuse=fuse(schema, fusion, limit))
 
 
@@ -227,6 +231,8 @@ class StatementShape:
     limit: int | None
     term_depth: int | None
     snapshot_id: int | None
+    longest_list: int | None
+    deletions: bool
 
 
 # Composing the statement from its parts and rendering it took ~1.5 ms a search on SciFact
@@ -246,7 +252,8 @@ def search_statement(shape: StatementShape) -> sql.SQL:
 def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: int,
                 halfvec: bool, mode: Mode, filters: sql.Composable, constraint: bool,
                 filtered: bool, fetch: int, term_depth: int | None,
-                snapshot_id: int | None = None) -> list[Cte]:
+                snapshot_id: int | None = None, longest_list: int | None = None,
+                deletions: bool = True) -> list[Cte]:
     """The statement's parts before the fusion: kw (and its parts; in vector mode only
     kw_terms, the query's lexemes), evidence, vec."""
     snapshot = SNAPSHOT if snapshot_id is None else sql.Literal(row_count("snapshot_id",
@@ -263,7 +270,8 @@ def search_ctes(*, schema: sql.Identifier, ts_config: str, model_key: str, dim: 
                            ).format(s=schema, filters=filters, constraint=constraint_sql)
             term_depth = None
         ctes += KeywordLeg(schema=schema, ts_config=ts_config, fetch=fetch, join=join,
-                           term_depth=term_depth, snapshot=snapshot).ctes()
+                           term_depth=term_depth, snapshot=snapshot,
+                           longest_list=longest_list, deletions=deletions).ctes()
         ctes += evidence(schema, ts_config, snapshot)
     else:  # the query's lexemes still: the snippets mark them (pgcite.retrieve._snippets)
         ctes += [KeywordLeg(schema=schema, ts_config=ts_config, fetch=fetch).terms(),

@@ -53,12 +53,22 @@ class SnapshotInfo(BaseModel):
     evaluation: dict[str, Any] | None
     note: str | None
     active: bool = False
+    # The index's shape, which the keyword leg's statement is built for (pgcite.index.KeywordLeg):
+    # the chunks its segments indexed, deleted ones included (no list of the snapshot holds more
+    # postings), and the chunks it deleted from them. A merge only lowers both, so a copy read
+    # before one stays a safe bound. None where unknown.
+    segment_chunks: int | None = None
+    deleted_chunks: int | None = None
 
 
 _SNAPSHOT_SELECT = (
     "SELECT s.snapshot_id, s.state, s.embed_model, s.embed_dim, s.ts_config, s.corpus_version,"
     " s.created_at, s.n_documents, s.n_chunks, s.metadata_fields, s.evaluation, s.note,"
-    " coalesce(a.snapshot_id = s.snapshot_id, false)"
+    " coalesce(a.snapshot_id = s.snapshot_id, false),"
+    " (SELECT coalesce(sum(g.n_nonempty), 0)::bigint FROM {s}.snapshot_segments ss JOIN {s}.segments g"
+    "  USING (segment_id) WHERE ss.snapshot_id = s.snapshot_id),"
+    " (SELECT coalesce(sum(cardinality(ss.deleted)), 0)::bigint FROM {s}.snapshot_segments ss"
+    "  WHERE ss.snapshot_id = s.snapshot_id)"
     " FROM {s}.snapshots s LEFT JOIN {s}.active a ON true"
 )
 

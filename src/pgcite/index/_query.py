@@ -350,12 +350,13 @@ def min_max(x: sql.Composable) -> sql.Composed:
 
 def absent(lexeme: sql.Composable, schema: sql.Identifier,
            snapshot: sql.Composable = SNAPSHOT) -> sql.Composed:
-    """Whether the snapshot ``snapshot`` holds ``lexeme`` in no live chunk."""
+    """Whether the snapshot ``snapshot`` holds ``lexeme`` in no live chunk. Its lists' lengths
+    come from segment_blocks (counting a list's elements detoasted it)."""
     return sql.SQL(
-        "coalesce((SELECT sum(cardinality(p.chunk_pks))\n"
+        "coalesce((SELECT sum(b.postings)\n"
         "                            FROM {s}.snapshot_segments ss\n"
-        "                            JOIN {s}.segment_postings p USING (segment_id)\n"
-        "                            WHERE ss.snapshot_id = {snap} AND p.term = {t}), 0)\n"
+        "                            JOIN {s}.segment_blocks b USING (segment_id)\n"
+        "                            WHERE ss.snapshot_id = {snap} AND b.term = {t}), 0)\n"
         "                  <= coalesce((SELECT d.df FROM {s}.snapshot_deleted_df d\n"
         "                               WHERE d.snapshot_id = {snap}\n"
         "                                 AND d.term = {t}), 0)").format(

@@ -54,10 +54,12 @@ def evidence(schema: sql.Identifier, ts_config: str,
         idf0=bm25_idf(sql.SQL("st.n"), sql.Literal(0)))
     signals = sql.SQL(
         "SELECT (SELECT coalesce(sum(idf), 0) FROM kw_idf) / nullif(m.total, 0) AS coverage,\n"
-        "           (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i, {s}.chunks c\n"
-        "            WHERE c.chunk_pk = (SELECT chunk_pk FROM kw WHERE rank = 1)\n"
-        "              AND i.term = ANY(tsvector_to_array(c.tsv))) / nullif(m.total, 0)"
-        " AS best_coverage,\n"
+        "           -- (the best hit's lexemes an initplan: as a join filter they were\n"
+        "           -- read from its tsvector once per query lexeme)\n"
+        "           (SELECT coalesce(sum(i.idf), 0) FROM kw_idf i\n"
+        "            WHERE i.term = ANY((SELECT tsvector_to_array(c.tsv) FROM {s}.chunks c\n"
+        "                                WHERE c.chunk_pk = (SELECT chunk_pk FROM kw"
+        " WHERE rank = 1))::text[])) / nullif(m.total, 0) AS best_coverage,\n"
         "           -- a name is unknown when the snapshot's segments hold it in no live chunk\n"
         "           (SELECT count(*) FROM unnest(to_tsvector({cfg}::regconfig, %(names_text)s)) n\n"
         "            WHERE {absent}) AS unknown_names,\n"

@@ -94,7 +94,19 @@ def in_memory(corpus: list[dict[str, Any]], col: pgcite.Collection,
 
 
 @contextlib.contextmanager
-def knobs_apart() -> Iterator[None]:
+def _replaced(module: Any, name: str, value: Any) -> Iterator[None]:
+    """``module``'s global ``name`` is ``value`` meanwhile: how each former way below runs beside
+    the defaults (the search code reads these globals at call time)."""
+    namespace = vars(module)
+    real = namespace[name]
+    namespace[name] = value
+    try:
+        yield
+    finally:
+        namespace[name] = real
+
+
+def knobs_apart() -> contextlib.AbstractContextManager[None]:
     """Searches meanwhile set the HNSW scan's knobs as they did before the statement set them
     itself: BEGIN, a SELECT of set_config and COMMIT around the statement, in one pipeline. The
     statement text is marked, so that it is prepared and planned apart, as then, under the
@@ -117,55 +129,30 @@ def knobs_apart() -> Iterator[None]:
         return _search.shape_result(rows, query, info, snapshot, options=options,
                                     explain=explain, timings=timings, started=embedded.started)
 
-    real = vars(_view)["run_embedded"]
-    vars(_view)["run_embedded"] = run
-    try:
-        yield
-    finally:
-        vars(_view)["run_embedded"] = real
+    return _replaced(_view, "run_embedded", run)
 
 
-@contextlib.contextmanager
-def composed_per_search() -> Iterator[None]:
+def composed_per_search() -> contextlib.AbstractContextManager[None]:
     """Searches meanwhile compose and render their statement (prepare_search calls the uncached
     function); the other variants keep the cache."""
-    module = vars(_search)
-    module["search_statement"] = search_statement.__wrapped__
-    try:
-        yield
-    finally:
-        module["search_statement"] = search_statement
+    return _replaced(_search, "search_statement", search_statement.__wrapped__)
 
 
-@contextlib.contextmanager
-def every_part() -> Iterator[None]:
+def every_part() -> contextlib.AbstractContextManager[None]:
     """Searches meanwhile run the statement with every part of the keyword leg, as before it was
     built for its snapshot's shape: the long-list skipping parts (which never run on SciFact,
     whose lists are all short) and the check for deleted chunks (it deleted none)."""
-    module = vars(_search)
-
     def general(shape: StatementShape) -> sql.SQL:
         return search_statement(dataclasses.replace(shape, longest_list=None, deletions=True))
 
-    module["search_statement"] = general
-    try:
-        yield
-    finally:
-        module["search_statement"] = search_statement
+    return _replaced(_search, "search_statement", general)
 
 
-@contextlib.contextmanager
-def marked_by_database() -> Iterator[None]:
+def marked_by_database() -> contextlib.AbstractContextManager[None]:
     """Searches meanwhile have their snippets marked by PostgreSQL's ts_headline, in a
     statement of their own, as before Python marked them (what a config made in the database
     still gets)."""
-    module = vars(_snippets)
-    real = module["stemmer_for"]
-    module["stemmer_for"] = lambda ts_config: None
-    try:
-        yield
-    finally:
-        module["stemmer_for"] = real
+    return _replaced(_snippets, "stemmer_for", lambda ts_config: None)
 
 
 def sequential(col: pgcite.Collection, plain: PlainSQL, memory: Callable[[GoldenQuery], Any],
